@@ -422,10 +422,13 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
         print(f"attention, {what}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
 
 
-def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):
+def engine_cpu(
+    model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int, join: bool
+):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
-    prefill chunks and in decode steps, and its CPU ms per output token (time.thread_time: with
-    --threads 1 the kernels run on that thread, and the machine's other work adds little)."""
+    prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
+    false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
+    thread, and the machine's other work adds little)."""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -455,7 +458,8 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
     chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
-        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block).start()
+        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join)
+        engine.start()
 
         def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
             made = []
@@ -485,7 +489,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
             for clients in counts:
                 level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
                 engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
-                steps = engine.steps_total
+                steps, joined = engine.steps_total, (engine.joined_chunks_total, engine.joined_tokens_total)
                 tokens, wall = level(clients, requests, max_tokens)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
                 steps = engine.steps_total - steps
@@ -494,7 +498,9 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
                     f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
                     f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    f"each; {engine.cpu['chunks']} prefill chunks of {engine.cpu['tokens']} tokens, "
+                    f"each, {engine.joined_chunks_total - joined[0]} with a prompt chunk (of "
+                    f"{engine.joined_tokens_total - joined[1]} tokens in all); {engine.cpu['chunks']} "
+                    f"prefill chunks alone of {engine.cpu['tokens']} tokens, "
                     f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
                     flush=True,
                 )
@@ -502,7 +508,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
             engine.close()
 
 
-def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
+def stall(model_path: Path, threads: int, running: int, prompt: int, join: bool, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
     with the prompt prefilled one chunk (16 tokens) or 64 tokens (the default) between two steps, and all
@@ -522,7 +528,14 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans
             for mode, budget in modes.items():
-                engine = Engine(model, tokenizer, max_batch=running + 1, capacity=2048, prefill_tokens=budget)
+                engine = Engine(
+                    model,
+                    tokenizer,
+                    max_batch=running + 1,
+                    capacity=2048,
+                    prefill_tokens=budget,
+                    join_chunks=join,
+                )
                 times: list[float] = []
                 started, first = threading.Semaphore(0), threading.Event()
 
@@ -581,6 +594,9 @@ def main() -> None:
     parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
+        "--no-join", action="store_true", help="--engine, --stall: prompt chunks run alone, not in the steps"
+    )
+    parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
     parser.add_argument(
@@ -598,11 +614,11 @@ def main() -> None:
         return
     if args.stall:
         print(describe_machine())
-        stall(model, args.threads, max(counts), args.stall)
+        stall(model, args.threads, max(counts), args.stall, not args.no_join)
         return
     if args.engine:
         print(describe_machine())
-        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block)
+        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block, not args.no_join)
         return
     if args.steps:
         print(describe_machine())
