@@ -16,8 +16,14 @@ CAPACITY = 256
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
-    return load_language_model(write_llama_gguf(tmp_path_factory.mktemp("mixed") / "tiny.gguf", **SERVED))[0]
+def served(tmp_path_factory):
+    """The served tiny Llama (quantized weights) and its tokenizer."""
+    return load_language_model(write_llama_gguf(tmp_path_factory.mktemp("mixed") / "tiny.gguf", **SERVED))
+
+
+@pytest.fixture(scope="module")
+def llama(served):
+    return served[0]
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +129,32 @@ def test_forward_mixed_checks_its_arguments(llama):
         llama.forward_mixed(np.asarray([[5]]), np.asarray([[7, 8]]), cache, [1], 127)
     with pytest.raises(ValueError, match=r"\[1, T\]"):
         llama.forward_mixed(np.asarray([[5]]), np.asarray([[7], [8]]), cache, [1], 0)
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
+def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served, sampling):
+    """Long prompts arriving while others decode: with `join_chunks` their whole blocks run in the decode
+    steps (one a step: `prefill_tokens` 16), and every request's tokens and log-probabilities are the
+    bits it gets alone and with every chunk run alone."""
+    from test_serve_engine import run, summary
+
+    from verigrad.serve.engine import Engine, Request
+
+    rng = np.random.default_rng(5)
+    requests = [
+        Request(list(map(int, rng.integers(3, 260, n))), 6 + i, logprobs=2, **sampling)
+        for i, n in enumerate([3, 90, 70, 41, 120])
+    ]
+    got = {}
+    for join in (True, False):
+        e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16,
+                   join_chunks=join).start()  # fmt: skip
+        try:
+            got[join] = [summary(events) for events in run(e, requests)]
+            alone = [summary(run(e, [r])[0]) for r in requests] if join else None
+            assert (e.joined_chunks_total > 0) == join
+        finally:
+            e.close()
+        if alone is not None:
+            assert got[join] == alone
+    assert got[True] == got[False]
