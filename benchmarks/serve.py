@@ -423,12 +423,19 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
 
 
 def engine_cpu(
-    model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int, join: bool
+    model_path: Path,
+    threads: int,
+    counts: list[int],
+    requests: int,
+    max_tokens: int,
+    block: int,
+    join: bool,
+    prefill_tokens: int | None,
 ):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
     prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
     false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
-    thread, and the machine's other work adds little)."""
+    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default)."""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -458,7 +465,10 @@ def engine_cpu(
     chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
-        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join)
+        budget = {} if prefill_tokens is None else {"prefill_tokens": prefill_tokens}
+        engine = Timed(
+            model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join, **budget
+        )
         engine.start()
 
         def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
@@ -556,23 +566,29 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, join: bool,
                         engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
                     for _ in range(running):
                         started.acquire()
-                    ta, sa = time.perf_counter(), engine.steps_total
+                    clock = time.pthread_getcpuclockid(engine._thread.ident)  # the engine thread's CPU
+                    ta, sa, ca = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                     time.sleep(0.5)  # the steps' own pace, for comparison
-                    t0, s0 = time.perf_counter(), engine.steps_total
+                    t0, s0, c0 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                     ids = list(map(int, rng.integers(100, 20_000, prompt)))
                     engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
                     first.wait()
-                    t1 = time.perf_counter()
+                    t1, s1, c1 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                 finally:
                     engine.close()
                 during = [t for t in times if t0 <= t <= t1]
                 gaps = np.diff([t0, *during, t1])
                 if r:
-                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1)))
+                    step_cpu = (c0 - ca) / max(s0 - sa, 1)
+                    prefill_cpu = c1 - c0 - (s1 - s0) * step_cpu  # the window's CPU less its steps' own
+                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1), prefill_cpu))
     for mode, rows in found.items():
-        gap, ttft, step = (statistics.median(row[i] for row in rows) for i in range(3))
+        gap, ttft, step, cpu = (statistics.median(row[i] for row in rows) for i in range(4))
         say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
-        print(f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms")
+        print(
+            f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms, the prompt's CPU "
+            f"{1000 * cpu:.0f} ms"
+        )
 
 
 def main() -> None:
@@ -596,6 +612,7 @@ def main() -> None:
     parser.add_argument(
         "--no-join", action="store_true", help="--engine, --stall: prompt chunks run alone, not in the steps"
     )
+    parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
@@ -618,7 +635,8 @@ def main() -> None:
         return
     if args.engine:
         print(describe_machine())
-        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block, not args.no_join)
+        loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
+        engine_cpu(model, args.threads, counts, *loops)
         return
     if args.steps:
         print(describe_machine())

@@ -119,6 +119,23 @@ def test_gpt2_joined_chunk_gives_the_bits_each_gets_alone():
     check_joined(model, [4, 20], 16, 9, "f32")
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [{"attn_softcap": 5.0, "final_softcap": 3.0}, {"n_layers": 6, "qk_norm": True, "local_rope_base": 100.0}],
+    ids=["gemma2", "gemma3"],
+)
+def test_gemma_joined_chunk_gives_the_bits_each_gets_alone(flags):
+    """Gemma 2's soft-capped attention (written in ops) and Gemma 3's local layers split by sequence."""
+    import dataclasses
+
+    from test_architectures import SMALL, _random_gemma
+
+    from verigrad.models.gemma import GemmaConfig
+
+    model = _random_gemma(GemmaConfig(**dataclasses.asdict(SMALL) | {"context_length": CAPACITY} | flags))
+    check_joined(model, [4, 20, 9], 16, 11, "f32")
+
+
 def test_forward_mixed_checks_its_arguments(llama):
     cache = llama.new_cache(3, 128)
     ok = llama.forward_mixed(np.asarray([[5], [6]]), np.asarray([[7, 8, 9]]), cache, [0, 3], 0)

@@ -80,6 +80,8 @@ class GemmaAttention(LlamaAttention):
             bias = where(positions[:, None] >= positions[None, :], 0.0, float("-inf"))
         else:
             (past_kt, past_v), bias = float_window(*past[:2]), past[2]
+            if bias.ndim == 3:  # each sequence's own [B, T, S] (a batched step's rows)
+                bias = bias.reshape(b, 1, 1, t, bias.shape[2])
             keys_t, values = concat(past_kt, k.mT, axis=3), concat(past_v, v, axis=2)
         scores = q.reshape(b, kv, h // kv, t, d) @ keys_t.unsqueeze(2)  # [B, KV, G, T, S]
         scale = scale_tensor(self.scale, d, q.dtype)
