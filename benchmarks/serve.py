@@ -45,6 +45,14 @@ block (its default, 16, or 64: what it was before).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
+`--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
+whole block that is not its prompt's last joins the step), with `--engine` and `--stall`;
+`--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
+chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
+each B of `--clients` (the process's CPU time, medians of alternated repetitions).
+
+    python benchmarks/serve.py --joined --threads 1 --clients 1,4,7,8
+
 `--attention` times the batched step's cached attention alone (30 layers' calls on 8 rows of different
 lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal counts) and a prompt chunk's
 (16 tokens of one sequence: its rows read their hidden tail once).
@@ -54,7 +62,9 @@ lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal co
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
 tokens and the prompt's time to first token, prefilled one 16-token chunk or 64 tokens (the engine's
-default) between two steps, and all at once.
+default) between two steps, and all at once, and the prompt's CPU: the engine thread's from its arrival to
+its first token, less that of the steps run meanwhile at a step's CPU before it came (`--threads 1` for
+all of it: a pool worker's is not counted).
 """
 
 from __future__ import annotations
@@ -358,6 +368,47 @@ def steps(
         )
 
 
+def joined(
+    model_path: Path, threads: int, counts: list[int], chunks: tuple[int, ...] = (5, 16), repeats: int = 9
+):
+    """A prompt's chunk of T tokens joined to a decode step of B rows (`forward_mixed`) against the two
+    run apart (`forward_rows`, then `forward_chunk`), for each B of `counts` and T of `chunks`: the
+    process's CPU ms, medians of alternated repetitions, on plans already built and replaying."""
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+
+    set_threads(threads)
+    model, _ = load_language_model(model_path)
+    with backend("cpu"):
+        cache, row = model.new_cache(max(counts) + 1, 512), model.new_cache(1, 512)
+        for b in counts:
+            lengths, ids = [100 + 7 * i for i in range(b)], np.full((b, 1), 42)
+            for t in chunks:
+                chunk = np.arange(1000, 1000 + t).reshape(1, t)
+
+                def apart(ids=ids, chunk=chunk, lengths=lengths) -> None:
+                    model.forward_rows(ids, cache, lengths)
+                    row.length = 32  # the chunk at positions 32 ... of its own cache
+                    model.forward_chunk(chunk, row)
+
+                def together(ids=ids, chunk=chunk, lengths=lengths) -> None:
+                    model.forward_mixed(ids, chunk, cache, lengths, 32)
+
+                ways = {"apart": apart, "joined": together}
+                cpu: dict[str, list[float]] = {way: [] for way in ways}
+                for r in range(repeats + 6):  # the plans built, then recorded and replayed
+                    for way, run in ways.items():
+                        c0 = time.process_time()
+                        run()
+                        if r >= 6:
+                            cpu[way].append(time.process_time() - c0)
+                ms_apart, ms_joined = (1000 * statistics.median(cpu[way]) for way in ways)
+                print(
+                    f"B={b} rows + a {t}-token chunk: apart {ms_apart:.1f} ms, joined {ms_joined:.1f} ms "
+                    f"({ms_apart / ms_joined:.2f}x)"
+                )
+
+
 ATTENTION_BATCHES = {  # (lengths of the 8 rows, window): SmolLM2's 9 query and 3 key/value heads of 64
     "8 x 100..149, W 256": ([100 + 7 * i for i in range(8)], 256),
     "8 x 100..149, W 149": ([100 + 7 * i for i in range(8)], 149),  # the hidden tails' reading, for scale
@@ -608,6 +659,9 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
     parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
+    parser.add_argument(
+        "--joined", action="store_true", help="a chunk joined to a step, or apart (see above)"
+    )
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
         "--no-join", action="store_true", help="--engine, --stall: prompt chunks run alone, not in the steps"
@@ -632,6 +686,10 @@ def main() -> None:
     if args.stall:
         print(describe_machine())
         stall(model, args.threads, max(counts), args.stall, not args.no_join)
+        return
+    if args.joined:
+        print(describe_machine())
+        joined(model, args.threads, counts)
         return
     if args.engine:
         print(describe_machine())

@@ -17,7 +17,11 @@ registers), so the step is compiled as the f32 and f16 ones are.
 
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
-own length, and `commit_rows` writes each row's new key and value at its own position.
+own length, and `commit_rows` writes each row's new key and value at its own position. A mixed step
+(`CachedStep.mixed`, a server's prompt chunk joined to its decode step) runs those rows' tokens and a
+chunk of the next row's prompt as one sequence of tokens [1, n + C] through the products; its attention
+(`Mixed.split`) runs the rows' tokens over their rows' windows and the chunk over its row's, each on the
+inputs the step alone gives it, so every row's logits, keys and values are the bits it gets alone.
 """
 
 from __future__ import annotations

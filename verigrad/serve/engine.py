@@ -14,7 +14,10 @@ sums then adds them, another association; rounded to f32 that rarely shows, and 
 cache after prompts of 70 to 300 tokens were the same bits.) Every step
 runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
-cancel) between steps. Every kernel of the step computes row i from row i alone, so a request's tokens
+cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
+prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
+(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once for
+both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of the step computes row i from row i alone, so a request's tokens
 and log-probabilities are the same bits whatever batch it lands in, and with a seed its own generator
 draws them.
 
