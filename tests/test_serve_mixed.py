@@ -175,3 +175,31 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
         if alone is not None:
             assert got[join] == alone
     assert got[True] == got[False]
+
+
+def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(served, monkeypatch):
+    """An exception in a joined step: the running request and the prompt whose chunk it ran get an error
+    event (its row cleared), and the engine serves the next request with the bits it gets alone."""
+    from test_serve_engine import run, summary
+
+    from verigrad.serve.engine import Engine, Request
+
+    model = served[0]
+    e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16).start()
+    try:
+        after = Request([5, 6, 7], 4, temperature=0.0, logprobs=1)
+        alone = summary(run(e, [after])[0])
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("planted")
+
+        monkeypatch.setattr(model, "forward_mixed", broken)
+        running, long = Request([8, 9], 30, temperature=0.0), Request(list(range(3, 60)), 3, temperature=0.0)
+        got = run(e, [running, long])
+        assert [events[-1].finish_reason for events in got] == ["error", "error"]
+        assert "planted" in got[1][-1].error and not [t for ev in got[1] for t in ev.tokens]
+        assert e.running == 0 and not any(a.any() for a in e.cache.cache.keys)
+        monkeypatch.undo()
+        assert summary(run(e, [after])[0]) == alone
+    finally:
+        e.close()
