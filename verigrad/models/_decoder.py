@@ -37,7 +37,7 @@ from ..dtypes import u8
 from ..io.quantizers import quantize
 from ..ops import cached_attention, cached_attention_q8, concat, dequantize_op, from_numpy
 from ..ops.quant import FORMATS
-from ..shapes import DimLike, dims, spec
+from ..shapes import DimLike, Spec, dims, spec
 from ..tensor import Tensor
 from .lm import KVCache, LanguageModel, untouched_zeros
 
@@ -149,7 +149,7 @@ def step_specs(
 
 def window_specs(
     layers: int, kv_heads: DimLike, head_dim: DimLike, batch: DimLike, width: DimLike, dtype: str
-):
+) -> list[Spec]:
     """Every layer's window specs (keys transposed, values) over `batch` rows of `width` positions."""
     if dtype == "q8_0":
         keys = values = spec([batch, kv_heads, width, Q8.row_bytes(head_dim)], "u8")
@@ -305,7 +305,7 @@ def window_attention(
 ) -> Tensor:
     """The attention of new tokens over a layer's window (`layer_window`) and themselves:
     `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks; a mixed step's tokens by
-    their sequences (`Mixed.attend`)."""
+    their sequences (`Mixed.split`)."""
     if isinstance(bias, Mixed):
         return bias.split(functools.partial(window_attention, scale=scale), q, k, v, past_k, past_v)
     if past_k.dtype is u8:
@@ -388,7 +388,8 @@ class CachedStep:
 
     def _mixed(
         self, ids: Tensor, positions: Tensor, rows_bias: Tensor, chunk_bias: Tensor, *windows, rows: int
-    ):
+    ) -> tuple[Tensor, ...]:
+        """The model's step with a mixed step's bias (`Mixed`): what `mixed` compiles."""
         return self.step(ids, positions, Mixed(rows, rows_bias, chunk_bias), *windows)
 
     def drop_plans(self) -> None:

@@ -16,10 +16,10 @@ runs one token of every running sequence as one batch (`CachedStep.rows`: batche
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
 cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
 prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
-(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once for
-both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of the step computes row i from row i alone, so a request's tokens
-and log-probabilities are the same bits whatever batch it lands in, and with a seed its own generator
-draws them.
+(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once
+for both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of
+the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
+whatever batch it lands in, and with a seed its own generator draws them.
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
