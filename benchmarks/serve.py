@@ -45,6 +45,14 @@ block (its default, 16, or 64: what it was before).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
+`--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
+whole block that is not its prompt's last joins the step), with `--engine` and `--stall`;
+`--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
+chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
+each B of `--clients` (the process's CPU time, medians of alternated repetitions).
+
+    python benchmarks/serve.py --joined --threads 1 --clients 1,4,7,8
+
 `--attention` times the batched step's cached attention alone (30 layers' calls on 8 rows of different
 lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal counts) and a prompt chunk's
 (16 tokens of one sequence: its rows read their hidden tail once).
@@ -54,7 +62,9 @@ lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal co
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
 tokens and the prompt's time to first token, prefilled one 16-token chunk or 64 tokens (the engine's
-default) between two steps, and all at once.
+default) between two steps, and all at once, and the prompt's CPU: the engine thread's from its arrival to
+its first token, less that of the steps run meanwhile at a step's CPU before it came (`--threads 1` for
+all of it: a pool worker's is not counted).
 """
 
 from __future__ import annotations
@@ -358,6 +368,47 @@ def steps(
         )
 
 
+def joined(
+    model_path: Path, threads: int, counts: list[int], chunks: tuple[int, ...] = (5, 16), repeats: int = 9
+):
+    """A prompt's chunk of T tokens joined to a decode step of B rows (`forward_mixed`) against the two
+    run apart (`forward_rows`, then `forward_chunk`), for each B of `counts` and T of `chunks`: the
+    process's CPU ms, medians of alternated repetitions, on plans already built and replaying."""
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+
+    set_threads(threads)
+    model, _ = load_language_model(model_path)
+    with backend("cpu"):
+        cache, row = model.new_cache(max(counts) + 1, 512), model.new_cache(1, 512)
+        for b in counts:
+            lengths, ids = [100 + 7 * i for i in range(b)], np.full((b, 1), 42)
+            for t in chunks:
+                chunk = np.arange(1000, 1000 + t).reshape(1, t)
+
+                def apart(ids=ids, chunk=chunk, lengths=lengths) -> None:
+                    model.forward_rows(ids, cache, lengths)
+                    row.length = 32  # the chunk at positions 32 ... of its own cache
+                    model.forward_chunk(chunk, row)
+
+                def together(ids=ids, chunk=chunk, lengths=lengths) -> None:
+                    model.forward_mixed(ids, chunk, cache, lengths, 32)
+
+                ways = {"apart": apart, "joined": together}
+                cpu: dict[str, list[float]] = {way: [] for way in ways}
+                for r in range(repeats + 6):  # the plans built, then recorded and replayed
+                    for way, run in ways.items():
+                        c0 = time.process_time()
+                        run()
+                        if r >= 6:
+                            cpu[way].append(time.process_time() - c0)
+                ms_apart, ms_joined = (1000 * statistics.median(cpu[way]) for way in ways)
+                print(
+                    f"B={b} rows + a {t}-token chunk: apart {ms_apart:.1f} ms, joined {ms_joined:.1f} ms "
+                    f"({ms_apart / ms_joined:.2f}x)"
+                )
+
+
 ATTENTION_BATCHES = {  # (lengths of the 8 rows, window): SmolLM2's 9 query and 3 key/value heads of 64
     "8 x 100..149, W 256": ([100 + 7 * i for i in range(8)], 256),
     "8 x 100..149, W 149": ([100 + 7 * i for i in range(8)], 149),  # the hidden tails' reading, for scale
@@ -422,10 +473,20 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
         print(f"attention, {what}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
 
 
-def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):
+def engine_cpu(
+    model_path: Path,
+    threads: int,
+    counts: list[int],
+    requests: int,
+    max_tokens: int,
+    block: int,
+    join: bool,
+    prefill_tokens: int | None,
+):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
-    prefill chunks and in decode steps, and its CPU ms per output token (time.thread_time: with
-    --threads 1 the kernels run on that thread, and the machine's other work adds little)."""
+    prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
+    false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
+    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default)."""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -455,7 +516,11 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
     chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
-        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block).start()
+        budget = {} if prefill_tokens is None else {"prefill_tokens": prefill_tokens}
+        engine = Timed(
+            model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join, **budget
+        )
+        engine.start()
 
         def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
             made = []
@@ -485,7 +550,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
             for clients in counts:
                 level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
                 engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
-                steps = engine.steps_total
+                steps, joined = engine.steps_total, (engine.joined_chunks_total, engine.joined_tokens_total)
                 tokens, wall = level(clients, requests, max_tokens)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
                 steps = engine.steps_total - steps
@@ -494,7 +559,9 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
                     f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
                     f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    f"each; {engine.cpu['chunks']} prefill chunks of {engine.cpu['tokens']} tokens, "
+                    f"each, {engine.joined_chunks_total - joined[0]} with a prompt chunk (of "
+                    f"{engine.joined_tokens_total - joined[1]} tokens in all); {engine.cpu['chunks']} "
+                    f"prefill chunks alone of {engine.cpu['tokens']} tokens, "
                     f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
                     flush=True,
                 )
@@ -502,7 +569,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
             engine.close()
 
 
-def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
+def stall(model_path: Path, threads: int, running: int, prompt: int, join: bool, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
     with the prompt prefilled one chunk (16 tokens) or 64 tokens (the default) between two steps, and all
@@ -522,7 +589,14 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans
             for mode, budget in modes.items():
-                engine = Engine(model, tokenizer, max_batch=running + 1, capacity=2048, prefill_tokens=budget)
+                engine = Engine(
+                    model,
+                    tokenizer,
+                    max_batch=running + 1,
+                    capacity=2048,
+                    prefill_tokens=budget,
+                    join_chunks=join,
+                )
                 times: list[float] = []
                 started, first = threading.Semaphore(0), threading.Event()
 
@@ -543,23 +617,29 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
                         engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
                     for _ in range(running):
                         started.acquire()
-                    ta, sa = time.perf_counter(), engine.steps_total
+                    clock = time.pthread_getcpuclockid(engine._thread.ident)  # the engine thread's CPU
+                    ta, sa, ca = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                     time.sleep(0.5)  # the steps' own pace, for comparison
-                    t0, s0 = time.perf_counter(), engine.steps_total
+                    t0, s0, c0 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                     ids = list(map(int, rng.integers(100, 20_000, prompt)))
                     engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
                     first.wait()
-                    t1 = time.perf_counter()
+                    t1, s1, c1 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
                 finally:
                     engine.close()
                 during = [t for t in times if t0 <= t <= t1]
                 gaps = np.diff([t0, *during, t1])
                 if r:
-                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1)))
+                    step_cpu = (c0 - ca) / max(s0 - sa, 1)
+                    prefill_cpu = c1 - c0 - (s1 - s0) * step_cpu  # the window's CPU less its steps' own
+                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1), prefill_cpu))
     for mode, rows in found.items():
-        gap, ttft, step = (statistics.median(row[i] for row in rows) for i in range(3))
+        gap, ttft, step, cpu = (statistics.median(row[i] for row in rows) for i in range(4))
         say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
-        print(f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms")
+        print(
+            f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms, the prompt's CPU "
+            f"{1000 * cpu:.0f} ms"
+        )
 
 
 def main() -> None:
@@ -579,7 +659,14 @@ def main() -> None:
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
     parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
+    parser.add_argument(
+        "--joined", action="store_true", help="a chunk joined to a step, or apart (see above)"
+    )
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
+    parser.add_argument(
+        "--no-join", action="store_true", help="--engine, --stall: prompt chunks run alone, not in the steps"
+    )
+    parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
@@ -598,11 +685,16 @@ def main() -> None:
         return
     if args.stall:
         print(describe_machine())
-        stall(model, args.threads, max(counts), args.stall)
+        stall(model, args.threads, max(counts), args.stall, not args.no_join)
+        return
+    if args.joined:
+        print(describe_machine())
+        joined(model, args.threads, counts)
         return
     if args.engine:
         print(describe_machine())
-        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block)
+        loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
+        engine_cpu(model, args.threads, counts, *loops)
         return
     if args.steps:
         print(describe_machine())

@@ -80,7 +80,8 @@ def test_models_health_and_metrics(server, client):
     assert httpx.get(server[1] + "/health").json() == {"status": "ok"}
     ask(client, "hello", max_tokens=3, temperature=0)
     text = httpx.get(server[1] + "/metrics").text
-    for name in ("requests_total", "completion_tokens_total", "queue_depth", "tokens_per_second"):
+    names = ("requests_total", "completion_tokens_total", "queue_depth", "tokens_per_second")
+    for name in (*names, "joined_chunks_total", "joined_tokens_total"):
         assert f"# TYPE verigrad_{name} " in text and f"\nverigrad_{name} " in text
     found = {
         line.split()[0].removeprefix("verigrad_"): float(line.split()[1])

@@ -17,12 +17,17 @@ registers), so the step is compiled as the f32 and f16 ones are.
 
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
-own length, and `commit_rows` writes each row's new key and value at its own position.
+own length, and `commit_rows` writes each row's new key and value at its own position. A mixed step
+(`CachedStep.mixed`, a server's prompt chunk joined to its decode step) runs those rows' tokens and a
+chunk of the next row's prompt as one sequence of tokens [1, n + C] through the products; its attention
+(`Mixed.split`) runs the rows' tokens over their rows' windows and the chunk over its row's, each on the
+inputs the step alone gives it, so every row's logits, keys and values are the bits it gets alone.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,9 +35,9 @@ import numpy as np
 from ..autograd import no_grad
 from ..dtypes import u8
 from ..io.quantizers import quantize
-from ..ops import cached_attention, cached_attention_q8, dequantize_op, from_numpy
+from ..ops import cached_attention, cached_attention_q8, concat, dequantize_op, from_numpy
 from ..ops.quant import FORMATS
-from ..shapes import DimLike, dims, spec
+from ..shapes import DimLike, Spec, dims, spec
 from ..tensor import Tensor
 from .lm import KVCache, LanguageModel, untouched_zeros
 
@@ -132,16 +137,28 @@ def step_specs(
     [B, KV, W, head_dim / 32 * 34] each."""
     b, t, w = dims("batch tokens window")
     t = t if tokens is None else tokens
-    if cache_dtype == "q8_0":
-        keys = values = spec([b, kv_heads, w, Q8.row_bytes(head_dim)], "u8")
-    else:
-        keys, values = (
-            spec([b, kv_heads, head_dim, w], cache_dtype),
-            spec([b, kv_heads, w, head_dim], cache_dtype),
-        )
     lead = [b] if rows else []
     positions, bias = spec([*lead, t], "i64"), spec([*lead, t, w + t])
-    return (spec([b, t], "i64"), positions, bias, *([keys, values] * layers))
+    return (
+        spec([b, t], "i64"),
+        positions,
+        bias,
+        *window_specs(layers, kv_heads, head_dim, b, w, cache_dtype),
+    )
+
+
+def window_specs(
+    layers: int, kv_heads: DimLike, head_dim: DimLike, batch: DimLike, width: DimLike, dtype: str
+) -> list[Spec]:
+    """Every layer's window specs (keys transposed, values) over `batch` rows of `width` positions."""
+    if dtype == "q8_0":
+        keys = values = spec([batch, kv_heads, width, Q8.row_bytes(head_dim)], "u8")
+    else:
+        keys, values = (
+            spec([batch, kv_heads, head_dim, width], dtype),
+            spec([batch, kv_heads, width, head_dim], dtype),
+        )
+    return [keys, values] * layers
 
 
 def window_width(length: int, capacity: int) -> int:
@@ -217,6 +234,65 @@ def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
         cache.values[i][rows, :, at] = _stored(v.numpy()[:, :, 0], cache)
 
 
+@dataclass(frozen=True)
+class Mixed:
+    """A mixed step's bias (what the model's step passes on as `bias`): its first `rows` tokens are one
+    new token of each of the cache's first `rows` sequences (`rows_bias` [rows, 1, W+1], as `row_inputs`
+    makes it), the other C a chunk of sequence `rows`'s prompt (`chunk_bias` [C, W+C], as `step_inputs`)."""
+
+    rows: int
+    rows_bias: Tensor
+    chunk_bias: Tensor
+
+    def split(self, attend: Any, q: Tensor, k: Tensor, v: Tensor, past_k: Tensor, past_v: Tensor) -> Tensor:
+        """attend(q, k, v, past_k, past_v, bias) of the step's tokens (q [1, H, N, hd], k and v
+        [1, KV, N, hd]) by sequence: the rows' tokens over their rows' windows, as `CachedStep.rows` runs
+        them, then the chunk over its own row's, as `CachedStep.chunk` does; [1, H, N, hd]."""
+        n = self.rows
+        one = [a[:, :, :n].permute(2, 1, 0, 3) for a in (q, k, v)]  # token i as sequence i's one token
+        rows = attend(*one, past_k[:n], past_v[:n], self.rows_bias).permute(2, 1, 0, 3)
+        chunk = attend(*[a[:, :, n:] for a in (q, k, v)], past_k[n:], past_v[n:], self.chunk_bias)
+        return concat(rows, chunk, axis=2)
+
+
+def logit_rows(x: Tensor, bias: Any, last_only: bool) -> Tensor:
+    """The rows of a step's last hidden states x [B, T, d] whose logits it returns: all, the last (with
+    `last_only`), or a mixed step's rows' and its chunk's last ([rows + 1, 1, d])."""
+    if isinstance(bias, Mixed):
+        return concat(x[:, : bias.rows], x[:, -1:], axis=1).reshape(bias.rows + 1, 1, x.shape[2])
+    return x[:, -1:] if last_only else x
+
+
+def mixed_inputs(
+    cache: KVCache, lengths: list[int], at: int, count: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[Tensor]]:
+    """Positions [n + count], the rows' bias, the chunk's bias (`Mixed`) and the windows of the cache's
+    first n + 1 rows (n = len(lengths)) for a mixed step: one token per row i at position lengths[i], then
+    `count` tokens of row n at positions at, at + 1, ... (the window covers the longest row)."""
+    n = len(lengths)
+    width = window_width(max(*lengths, at), cache.capacity)
+    cache.reserve(max(width, max(lengths) + 1, at + count))
+    ends = np.asarray(lengths, dtype=np.int64)
+    positions = np.concatenate([ends, np.arange(at, at + count)]).astype(np.int64)
+    rows_bias = np.zeros((n, 1, width + 1), np.float32)
+    rows_bias[:, 0, :width][np.arange(width) >= ends[:, None]] = -np.inf
+    chunk_bias = np.zeros((count, width + count), np.float32)
+    chunk_bias[:, at:width] = -np.inf
+    chunk_bias[:, width:][np.triu_indices(count, 1)] = -np.inf
+    return positions, rows_bias, chunk_bias, windows_of(cache, width, n + 1)
+
+
+def commit_mixed(cache: KVCache, new: list[Tensor], lengths: list[int], at: int) -> None:
+    """Write a mixed step's new keys and values: token i (< n) at position lengths[i] of row i, the
+    chunk's at positions at ... of row n."""
+    n = len(lengths)
+    rows, ends = np.arange(n), np.asarray(lengths)
+    for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
+        for store, a in ((cache.keys[i], k.numpy()[0]), (cache.values[i], v.numpy()[0])):
+            store[rows, :, ends] = _stored(a[:, :n].swapaxes(0, 1), cache)
+            store[n, :, at : at + a.shape[1] - n] = _stored(a[:, n:], cache)
+
+
 def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
     """Layer `layer`'s window from a step's windows: (keys transposed, values) of an f32 or f16 cache; a
     q8_0 cache's blocks as the cache holds them (u8 [B, KV, W, bytes] each), which `window_attention` reads
@@ -225,10 +301,13 @@ def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
 
 
 def window_attention(
-    q: Tensor, k: Tensor, v: Tensor, past_k: Tensor, past_v: Tensor, bias: Tensor, scale: float | None = None
+    q: Tensor, k: Tensor, v: Tensor, past_k: Tensor, past_v: Tensor, bias: Any, scale: float | None = None
 ) -> Tensor:
     """The attention of new tokens over a layer's window (`layer_window`) and themselves:
-    `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks."""
+    `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks; a mixed step's tokens by
+    their sequences (`Mixed.split`)."""
+    if isinstance(bias, Mixed):
+        return bias.split(functools.partial(window_attention, scale=scale), q, k, v, past_k, past_v)
     if past_k.dtype is u8:
         return cached_attention_q8(q, k, v, past_k, past_v, bias, scale=scale)
     return cached_attention(q, k, v, past_k, past_v, bias, scale=scale)
@@ -254,6 +333,7 @@ class CachedStep:
         self.widest: dict[str, int] = {}  # the widest window `decode` has run, per cache dtype
         self.decode_rows: dict[str, Any] = {}
         self.chunks: dict[str, Any] = {}  # a prompt's chunks: any T, the last token's logits
+        self.mixes: dict[tuple[str, int], Any] = {}  # mixed steps per (cache dtype, rows): any chunk
 
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool, tokens: int | None = 1) -> Any:
         dtype = cache_dtype(cache)
@@ -278,9 +358,44 @@ class CachedStep:
         commit(cache, new)
         return logits
 
+    def mixed(self, ids: Tensor, cache: KVCache, lengths: list[int], at: int) -> Tensor:
+        """The logits [n + 1, 1, vocab] of one step of n = len(lengths) sequences' next tokens and a
+        chunk of sequence n's prompt: ids [1, n + C] are row i's token (at position lengths[i]), then the
+        chunk's C tokens (at positions at, at + 1, ...); row n's logits are the chunk's last token's. Each
+        row's logits, keys and values are the bits `rows` and `chunk` give (the products take the n + C
+        rows as one operand; the attention runs by sequence, on the inputs those give it)."""
+        n, count = len(lengths), ids.shape[1] - len(lengths)
+        key = (cache_dtype(cache), n)
+        step = self.mixes.get(key)
+        if step is None:
+            from ..compile import compile
+
+            t, w = dims("tokens window")
+            specs = (
+                spec([1, n + t], "i64"),
+                spec([n + t], "i64"),
+                spec([n, 1, w + 1]),
+                spec([t, w + t]),
+                *window_specs(*self.sizes, n + 1, w, key[0]),
+            )
+            step = self.mixes[key] = compile(functools.partial(self._mixed, rows=n), specs=specs)
+        positions, rows_bias, chunk_bias, windows = mixed_inputs(cache, lengths, at, count)
+        with no_grad():
+            args = [from_numpy(a) for a in (positions, rows_bias, chunk_bias)]
+            logits, *new = step(ids, *args, *windows)
+        commit_mixed(cache, new, lengths, at)
+        return logits
+
+    def _mixed(
+        self, ids: Tensor, positions: Tensor, rows_bias: Tensor, chunk_bias: Tensor, *windows, rows: int
+    ) -> tuple[Tensor, ...]:
+        """The model's step with a mixed step's bias (`Mixed`): what `mixed` compiles."""
+        return self.step(ids, positions, Mixed(rows, rows_bias, chunk_bias), *windows)
+
     def drop_plans(self) -> None:
         """Free the compiled steps' plans (`Compiled.drop_plans`)."""
-        for compiled in [*self.decode.values(), *self.decode_rows.values(), *self.chunks.values()]:
+        every = (self.decode, self.decode_rows, self.chunks, self.mixes)
+        for compiled in [c for plans in every for c in plans.values()]:
             compiled.drop_plans()
 
     def _widen(self, decode: Any, dtype: str, width: int) -> None:
@@ -368,6 +483,33 @@ class CachedDecoder(LanguageModel):
             raise ValueError(f"forward_rows: each length must be 0 ... {cache.capacity - 1}, got {lengths}")
         self.prepare(cache.capacity)
         return self.cached_step.rows(ids, cache, lengths)
+
+    def forward_mixed(self, ids: Any, chunk: Any, cache: KVCache, lengths: list[int], at: int) -> Tensor:
+        """Logits [B + 1, 1, vocab]: rows 0 .. B-1 those `forward_rows(ids, cache, lengths)` gives, row B
+        those `forward_chunk(chunk)` gives on row B of the cache holding `at` positions (chunk [1, T]): one
+        step whose products read each weight once for both (`CachedStep.mixed`)."""
+        ids, chunk = token_ids(ids), token_ids(chunk)
+        rows = cache.keys[0].shape[0] if cache.keys else 0
+        b = ids.shape[0]
+        if ids.ndim != 2 or ids.shape[1] != 1 or not 1 <= b < rows or b != len(lengths):
+            raise ValueError(
+                f"forward_mixed: ids must be [B, 1] with B = len(lengths) < the cache's {rows} rows, "
+                f"got ids {list(ids.shape)} and {len(lengths)} lengths"
+            )
+        if chunk.ndim != 2 or chunk.shape[0] != 1:
+            raise ValueError(f"forward_mixed: the chunk must be [1, T], got {list(chunk.shape)}")
+        end = at + chunk.shape[1]
+        if (
+            not all(isinstance(n, int) and 0 <= n < cache.capacity for n in [*lengths, at])
+            or end > cache.capacity
+        ):
+            raise ValueError(
+                f"forward_mixed: the lengths {lengths} and the chunk's positions {at} ... {end - 1} must be "
+                f"0 ... {cache.capacity - 1}"
+            )
+        self.prepare(cache.capacity)
+        joined = np.concatenate([ids.numpy()[:, 0], chunk.numpy()[0]]).reshape(1, -1)
+        return self.cached_step.mixed(from_numpy(joined), cache, lengths, at)
 
     def forward_chunk(self, ids: Any, cache: KVCache) -> Tensor:
         """Logits [B, 1, vocab] of the last of token ids [B, T] run on the cache, as `forward(ids, cache,

@@ -31,7 +31,7 @@ from ..nn import functional as F
 from ..ops import arange, attention, concat, full, softmax, where
 from ..ops.composite.attention import scale_tensor
 from ..tensor import Tensor
-from ._decoder import float_window, window_attention
+from ._decoder import Mixed, float_window, window_attention
 from .llama import _BLOCK, Llama, LlamaAttention, LlamaConfig, LlamaMLP, gguf_config, rope_tables
 
 GEMMA_VARIANTS: dict[str, dict[str, bool]] = {"gemma2": {}, "gemma3": {"qk_norm": True}}
@@ -69,6 +69,8 @@ class GemmaAttention(LlamaAttention):
         if self.softcap is None:
             s = self.scale
             return attention(q, k, v, scale=s) if past is None else window_attention(q, k, v, *past, scale=s)
+        if past is not None and isinstance(past[2], Mixed):  # a mixed step's tokens, by sequence
+            return past[2].split(lambda *a: self._attend(*a[:3], a[3:]), q, k, v, *past[:2])
         # soft-capped scores: the attention written in ops, over the window (if any) and the new keys
         b, h, t, d = q.shape
         kv = self.n_kv_heads
@@ -78,6 +80,8 @@ class GemmaAttention(LlamaAttention):
             bias = where(positions[:, None] >= positions[None, :], 0.0, float("-inf"))
         else:
             (past_kt, past_v), bias = float_window(*past[:2]), past[2]
+            if bias.ndim == 3:  # each sequence's own [B, T, S] (a batched step's rows)
+                bias = bias.reshape(b, 1, 1, t, bias.shape[2])
             keys_t, values = concat(past_kt, k.mT, axis=3), concat(past_v, v, axis=2)
         scores = q.reshape(b, kv, h // kv, t, d) @ keys_t.unsqueeze(2)  # [B, KV, G, T, S]
         scale = scale_tensor(self.scale, d, q.dtype)

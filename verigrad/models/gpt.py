@@ -25,7 +25,7 @@ from ..nn import functional as F
 from ..nn.init import _normal_param as normal
 from ..ops import from_numpy, take
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, layer_window, window_attention
+from ._decoder import CachedDecoder, layer_window, logit_rows, window_attention
 from ._weights import install
 
 NORMS = ("layernorm", "rmsnorm")
@@ -247,7 +247,7 @@ class GPT(CachedDecoder):
         for i, block in enumerate(self.blocks):
             x, k, v = block(x, rope, (*layer_window(windows, i), bias))
             new += [k, v]
-        return (self._logits(x[:, -1:] if last_only else x), *new)
+        return (self._logits(logit_rows(x, bias, last_only)), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
         return F.linear(self.norm_f(x), self.tok_emb.weight)

@@ -23,7 +23,7 @@ from ..nn.init import _normal_param
 from ..ops import attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, layer_window, window_attention
+from ._decoder import CachedDecoder, layer_window, logit_rows, window_attention
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 
@@ -136,7 +136,7 @@ class GPT2(CachedDecoder):
         for i, block in enumerate(self.h):
             x, k, v = block(x, (*layer_window(windows, i), bias))
             new += [k, v]
-        return (self._logits(x[:, -1:] if last_only else x), *new)
+        return (self._logits(logit_rows(x, bias, last_only)), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
         out = self.wte.weight if self.lm_head is None else self.lm_head

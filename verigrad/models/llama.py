@@ -31,7 +31,7 @@ from ..ops import attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, check_room, layer_window, token_ids, window_attention
+from ._decoder import CachedDecoder, check_room, layer_window, logit_rows, token_ids, window_attention
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
@@ -290,7 +290,7 @@ class Llama(CachedDecoder):
             # a prompt's (eager) keys and values view their layer's projections: copied, those are freed
             # layer by layer instead of living until the cache is written (T x 207 KB for SmolLM2)
             new += [k, v] if ids.shape[1] == 1 else [k.clone(), v.clone()]
-        return (self._logits(x[:, -1:] if last_only else x), *new)
+        return (self._logits(logit_rows(x, bias, last_only)), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
         if self.lm_head is not None:

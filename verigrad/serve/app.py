@@ -154,6 +154,9 @@ def create_app(
         metric("prefix_cache_blocks", "gauge", "Blocks held by the prefix cache.", len(engine.prefix))
         metric("decode_steps_total", "counter", "Batched decode steps run.", engine.steps_total)
         metric("decode_rows_total", "counter", "Rows the decode steps ran.", engine.decode_rows_total)
+        joined = "Prompt chunks run within decode steps"
+        metric("joined_chunks_total", "counter", f"{joined}.", engine.joined_chunks_total)
+        metric("joined_tokens_total", "counter", f"{joined}: their tokens.", engine.joined_tokens_total)
         seconds = "Seconds the engine's thread spent"
         metric("decode_seconds_total", "counter", f"{seconds} in decode steps.", engine.decode_seconds)
         metric("prefill_seconds_total", "counter", f"{seconds} prefilling prompts.", engine.prefill_seconds)

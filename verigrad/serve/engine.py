@@ -14,9 +14,12 @@ sums then adds them, another association; rounded to f32 that rarely shows, and 
 cache after prompts of 70 to 300 tokens were the same bits.) Every step
 runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
-cancel) between steps. Every kernel of the step computes row i from row i alone, so a request's tokens
-and log-probabilities are the same bits whatever batch it lands in, and with a seed its own generator
-draws them.
+cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
+prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
+(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once
+for both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of
+the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
+whatever batch it lands in, and with a seed its own generator draws them.
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
@@ -156,6 +159,7 @@ class Engine:
         block: int = BLOCK,
         prefix_blocks: int = PREFIX_TOKENS // BLOCK,
         prefill_tokens: int = PREFILL_TOKENS,
+        join_chunks: bool = True,
     ):
         checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
         for name, value in (*checked, ("prefill_tokens", prefill_tokens)):
@@ -170,7 +174,9 @@ class Engine:
         self.backend = get_backend().name
         self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
         self.prefill_tokens = prefill_tokens  # prompt tokens prefilled between two decode steps
+        self.join_chunks = join_chunks  # a prompt's chunk joins the decode step (while sequences run)
         self._prefill: _Prefill | None = None
+        self._join: _Prefill | None = None  # the prompt whose next chunk the coming step runs
         self.cache = BatchCache(model, max_batch, capacity)
         self.prefix = PrefixCache(block, prefix_blocks)
         self._waiting: collections.deque[Handle] = collections.deque()
@@ -186,6 +192,7 @@ class Engine:
         # prompts' prefill; the rest of the time it waited for requests or ran their events' callbacks
         self.decode_seconds = self.prefill_seconds = 0.0
         self.decode_rows_total = 0
+        self.joined_chunks_total = self.joined_tokens_total = 0  # prompt chunks run within decode steps
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
 
     # the public side ------------------------------------------------------------------------------
@@ -296,8 +303,13 @@ class Engine:
 
     def _prefill_some(self) -> None:
         """Prefill chunks of the waiting prompts, one prompt at a time, until `prefill_tokens` tokens ran
-        (or none waits, or the batch is full); a prompt whose last chunk ran joins the batch."""
-        budget = self.prefill_tokens
+        (or none waits, or the batch is full); a prompt whose last chunk ran joins the batch. While
+        sequences run (and `join_chunks`), a whole block that is not its prompt's last and would spend the
+        rest of the budget is left to the decode step, which runs it with the rows (`_joined_step`): its
+        products read each weight once for both. (A prompt's last chunk runs before the step, so that
+        its sequence's next token is in that step; a chunk of any length joined would build a plan per
+        rows, chunk length and window, each built and run several times before it replays.)"""
+        budget, self._join = self.prefill_tokens, None
         while budget > 0:
             if self._prefill is None:
                 with self._wake:
@@ -310,11 +322,16 @@ class Engine:
                     continue
                 self._guarded(self._admit, handle)
                 continue
-            if self._prefill.seq.handle.cancelled:
+            p = self._prefill
+            if p.seq.handle.cancelled:
                 self._drop_prefill(Event(finish_reason="cancelled"))
                 continue
-            p = self._prefill
-            budget -= min(self.block, len(p.prompt) - p.at)
+            tokens = min(self.block, len(p.prompt) - p.at)
+            whole = tokens == self.block and p.at + tokens < len(p.prompt)
+            if budget <= tokens and whole and self._running and self.join_chunks:
+                self._join = p
+                return
+            budget -= tokens
             self._guarded(self._chunk, p.seq.handle)
 
     def _admit(self, handle: Handle) -> None:
@@ -331,23 +348,32 @@ class Engine:
         self._prefill = _Prefill(_Sequence(handle, self.tokenizer, start), prompt, digests, start)
 
     def _chunk(self, handle: Handle) -> None:
-        """Run the prefilling prompt's next chunk; after its last, the sequence joins the batch and its
-        first token is sampled."""
+        """Run the prefilling prompt's next chunk alone; after its last, the sequence joins the batch and
+        its first token is sampled."""
         p, row = self._prefill, len(self._running)
         assert p is not None and p.seq.handle is handle
-        at, prompt = p.at, p.prompt
-        chunk = prompt[at : at + self.block]
+        chunk = p.prompt[p.at : p.at + self.block]
         with no_grad():  # the eager forward's bits, from a plan compiled for any chunk length
-            logits = self.model.forward_chunk(np.asarray([chunk], np.int64), self.cache.row(row, at))
-        logits = logits.numpy()[0, -1]
-        if len(chunk) == self.block:
-            self.prefix.store(p.digests[at // self.block], *self.cache.read(row, at, self.block))
-        p.at = at + len(chunk)
-        if p.at < len(prompt):
+            logits = self.model.forward_chunk(np.asarray([chunk], np.int64), self.cache.row(row, p.at))
+        self._chunk_ran(p, len(chunk))
+        self._prompt_done(p, logits.numpy()[0, -1])
+
+    def _chunk_ran(self, p: _Prefill, count: int) -> None:
+        """After `count` tokens of p's prompt ran into its row: a whole block is kept in the prefix cache."""
+        if count == self.block:
+            self.prefix.store(
+                p.digests[p.at // self.block], *self.cache.read(len(self._running), p.at, count)
+            )
+        p.at += count
+
+    def _prompt_done(self, p: _Prefill, logits: np.ndarray) -> None:
+        """If p's whole prompt ran (`logits`: its last token's), its sequence joins the batch, with its
+        first token sampled."""
+        if p.at < len(p.prompt):
             return
         self._prefill = None
-        p.seq.length = len(prompt)
-        self.prompt_tokens_total += len(prompt)
+        p.seq.length = len(p.prompt)
+        self.prompt_tokens_total += len(p.prompt)
         self._running.append(p.seq)
         self._choose(p.seq, logits)
 
@@ -360,11 +386,42 @@ class Engine:
             p.seq.handle.on_event(event)
 
     def _step(self) -> None:
-        """One token of every running sequence, as one batch."""
+        """One token of every running sequence, as one batch, with the prefilling prompt's next chunk
+        where it joins the step (`join_chunks`)."""
+        p = self._join
+        if p is not None and p is self._prefill:
+            try:
+                self._joined_step(p)
+            except Exception as e:  # the prompt ends with the running sequences (`_guarded`)
+                if self._prefill is p:
+                    self._drop_prefill(Event(finish_reason="error", error=f"{type(e).__name__}: {e}"))
+                raise
+            return
         running = self._running
         ids = np.asarray([[s.last] for s in running], np.int64)
         with no_grad():
             logits = self.model.forward_rows(ids, self.cache.cache, [s.length for s in running]).numpy()
+        self._stepped(logits)
+
+    def _joined_step(self, p: _Prefill) -> None:
+        """The step of the running sequences and p's next chunk (in the row after theirs) as one forward
+        (`forward_mixed`: each row's bits are those it gets alone)."""
+        running, n = self._running, len(self._running)
+        ids = np.asarray([[s.last] for s in running], np.int64)
+        chunk = np.asarray([p.prompt[p.at : p.at + self.block]], np.int64)
+        with no_grad():
+            logits = self.model.forward_mixed(ids, chunk, self.cache.cache, [s.length for s in running], p.at)
+        logits = logits.numpy()
+        self.joined_chunks_total += 1
+        self.joined_tokens_total += chunk.shape[1]
+        self._chunk_ran(p, chunk.shape[1])
+        self._stepped(logits[:n])
+        self._prompt_done(p, logits[n, 0])  # in the row after the running ones (those that ended moved it)
+
+    def _stepped(self, logits: np.ndarray) -> None:
+        """After a step wrote every running sequence's next position: choose their tokens (logits [B, 1,
+        vocab])."""
+        running = self._running
         self.steps_total += 1
         for s in running:
             s.length += 1
