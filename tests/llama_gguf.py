@@ -24,6 +24,7 @@ def write_llama_gguf(
     std: float = 0.2,
     norm_std: float = 0.1,
     qtypes: dict[str, str] | None = None,
+    layers: int = LAYERS,
 ) -> Path:
     """A Llama GGUF of the sizes above, its vocabulary lm_fakes' (270 tokens): matrices drawn from
     N(0, std), norms from 1 + N(0, norm_std) (ones, drawing nothing, when `norm_std` is 0), in the
@@ -34,7 +35,7 @@ def write_llama_gguf(
     rng = np.random.default_rng(seed)
     q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     shapes = {"token_embd.weight": (vocab, DIM)}
-    for i in range(LAYERS):
+    for i in range(layers):
         b = f"blk.{i}."
         shapes |= {
             b + "attn_norm.weight": (DIM,),
@@ -52,7 +53,7 @@ def write_llama_gguf(
     for key, value in {
         "llama.context_length": context,
         "llama.embedding_length": DIM,
-        "llama.block_count": LAYERS,
+        "llama.block_count": layers,
         "llama.feed_forward_length": FFN,
         "llama.attention.head_count": HEADS,
         "llama.attention.head_count_kv": KV_HEADS,

@@ -40,3 +40,26 @@ def test_each_row_of_a_batch_gets_its_sequences_bits_alone(model, count):
         for i, want in enumerate(alone):
             np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32), f"row {i}")
             assert np.any(big.keys[0][i, :, len(prompts[i])] != 0)  # the new key at the row's own position
+
+
+def test_a_model_of_more_layers_than_a_replay_once_held_decodes_rows(tmp_path, monkeypatch):
+    """A 33-layer model's rows step takes 3 + 2 x 33 arrays: its replay (after `Plan.replay_after` runs)
+    rebinds them all, where it once refused more than 64; 12 steps give the bits they give unreplayed."""
+    from verigrad.ir.plan import Plan
+
+    path = write_llama_gguf(tmp_path / "deep.gguf", qtype="Q4_1", layers=33, **SERVED)
+
+    def decode(replay: bool) -> list[np.ndarray]:
+        monkeypatch.setattr(Plan, "replay", replay)
+        deep = load_language_model(path)[0]
+        cache, lengths, out = deep.new_cache(2, 64), [0, 0], []
+        for step in range(12):
+            rows = deep.forward_rows(np.asarray([[11 + step], [40 + step]]), cache, lengths)
+            out.append(rows.numpy().copy())
+            lengths = [n + 1 for n in lengths]
+        return out
+
+    with vg.backend("cpu"):
+        plain, replayed = decode(False), decode(True)
+    for step, (want, got) in enumerate(zip(plain, replayed)):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), f"step {step}")

@@ -395,7 +395,7 @@ static PyObject *tape_inputs(PyObject *self, PyObject *arg) {
     Tape *t = (Tape *)self;
     if (!PyTuple_Check(arg)) return PyErr_Format(PyExc_TypeError, "inputs takes a tuple of (data, bytes)");
     Py_ssize_t m = PyTuple_GET_SIZE(arg);
-    if (m > 64) return PyErr_Format(PyExc_ValueError, "inputs takes 64 arrays at most");
+    if (m > INT_MAX) return PyErr_Format(PyExc_ValueError, "inputs takes at most INT_MAX arrays");
     I *lo = PyMem_Malloc((size_t)(m + 1) * 2 * sizeof(I)), *hi = lo + m + 1;
     if (lo == NULL) return PyErr_NoMemory();
     for (Py_ssize_t j = 0; j < m; j++) {
@@ -443,17 +443,22 @@ static PyObject *tape_rebind(PyObject *self, PyObject *arg) {
     Tape *t = (Tape *)self;
     if (array_type == NULL || !PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != t->ninputs)
         return PyErr_Format(PyExc_TypeError, "rebind takes a tuple of %zd arrays", t->ninputs);
-    I data[64];
-    if (t->ninputs > 64) return PyErr_Format(PyExc_ValueError, "rebind takes 64 arrays at most");
+    /* a model's step takes an array per layer's cache and more: no fixed bound (a 32-layer model has 67) */
+    I small[64], *data = t->ninputs <= 64 ? small : PyMem_Malloc((size_t)t->ninputs * sizeof(I));
+    if (data == NULL) return PyErr_NoMemory();
     for (Py_ssize_t j = 0; j < t->ninputs; j++) {
         PyObject *a = PyTuple_GET_ITEM(arg, j);
-        if (!PyObject_TypeCheck(a, array_type)) return PyErr_Format(PyExc_TypeError, "rebind takes arrays");
+        if (!PyObject_TypeCheck(a, array_type)) {
+            if (data != small) PyMem_Free(data);
+            return PyErr_Format(PyExc_TypeError, "rebind takes arrays");
+        }
         data[j] = data_of(a);
     }
     for (Py_ssize_t k = 0; k < t->npatches; k++) {
         const Patch *p = &t->patches[k];
         *patched(t, p) = data[p->input] + p->offset;
     }
+    if (data != small) PyMem_Free(data);
     Py_RETURN_NONE;
 }
 
