@@ -15,7 +15,7 @@ import numpy as np
 from .. import modes
 from ..autograd import is_grad_enabled
 from ..backends.active import get_backend
-from ..backends.cpu.quant import dequantize_into
+from ..backends.cpu.quant import dequantize_into, dequantized_matmul
 from ..dtypes import f32
 from ..function import Function
 from ..ops.quant import FORMATS, dequantize_op
@@ -57,14 +57,29 @@ def dequantized(w: Tensor, qtype: str) -> Tensor:
     return Tensor(Spec(shape, f32), values)
 
 
+def _fused(x: Tensor, w: Tensor, qtype: str, transposed: bool) -> Tensor | None:
+    """x @ dequantize(w).T (transposed) or x @ dequantize(w) by the cpu backend's GEMM that de-quantizes w's
+    blocks as it packs them (the bits of the product on the de-quantized w, which is never written out),
+    eagerly with gradients off; None where it does not take the product."""
+    a, blocks = x.payload, w.payload
+    if modes.current().name != "eager" or is_grad_enabled() or get_backend().name != "cpu":
+        return None
+    if not isinstance(a, np.ndarray) or not isinstance(blocks, np.ndarray):
+        return None
+    c = dequantized_matmul(a, blocks, qtype, transposed)
+    return None if c is None else Tensor(Spec(c.shape, f32), c)
+
+
 def product(x: Tensor, w: Tensor, qtype: str) -> Tensor:
     """x [..., in] @ dequantize(w).T for the blocks w (u8 [out, row bytes]) of `qtype`: [..., out]."""
-    return x @ dequantized(w, qtype).T
+    fused = _fused(x, w, qtype, True)
+    return x @ dequantized(w, qtype).T if fused is None else fused
 
 
 def product_t(g: Tensor, w: Tensor, qtype: str) -> Tensor:
     """g [..., out] @ dequantize(w): [..., in], the product's VJP in x."""
-    return g @ dequantized(w, qtype)
+    fused = _fused(g, w, qtype, False)
+    return g @ dequantized(w, qtype) if fused is None else fused
 
 
 class DequantizedProduct(Function):
