@@ -1,9 +1,12 @@
 """x @ W.T for a frozen quantized weight W, differentiable in x, with no f32 copy of W kept: the forward
-and the backward each de-quantize W (the `dequantize` op's bits) and multiply by it with the f32 matmul
-kernel, so the product and its VJP g @ W have the bits of `x @ dequantize(w).T` on the tape, while a
-training step holds one matrix's f32 values at a time instead of the whole model's (a LoRA step's frozen
-base: 518 MiB for SmolLM2-135M). Eagerly with gradients off (a Function's forward and backward), W is
-written into a buffer the calling thread reuses: no fresh memory paged in for each matrix, twice a step."""
+and the backward each multiply by W de-quantized (the `dequantize` op's bits), so the product and its VJP
+g @ W have the bits of `x @ dequantize(w).T` on the tape, while a training step holds no matrix's f32
+values between its products (a LoRA step's frozen base: 518 MiB for SmolLM2-135M). Eagerly with gradients
+off (a Function's forward and backward) on the cpu backend, a product its fast matmul path computes as one
+packed GEMM goes through the backend's `dequantized_matmul`: the GEMM de-quantizes W's blocks as it packs
+them into its panels (matmul_dequant.c), so W's f32 values are never written out, with the bits of that
+GEMM on the de-quantized W. Any other product multiplies by W de-quantized into a buffer the calling
+thread reuses (no fresh memory paged in for each matrix), or on the tape by the `dequantize` op."""
 
 from __future__ import annotations
 
