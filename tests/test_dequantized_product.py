@@ -11,11 +11,14 @@ import pytest
 from llama_gguf import write_llama_gguf
 
 import verigrad as vg
+from verigrad.backends.cpu import matmul as cpu_matmul
 from verigrad.backends.cpu.quant import dequantize_into
+from verigrad.backends.cpu.quant import dequantized_matmul as dequantized_matmul_c
 from verigrad.models import answer_loss as answer_loss_module
 from verigrad.models.answer_loss import answer_loss
 from verigrad.models.llama import Llama
 from verigrad.models.lora import TARGETS, add_lora
+from verigrad.nn import dequantized_product as dequantized_product_module
 from verigrad.nn.dequantized_product import dequantized_product
 from verigrad.nn.lora import MANY_ROWS, TrainingQLinear
 from verigrad.ops.quant import BLOCK_QTYPES, dequantize_op, random_blocks
@@ -28,6 +31,10 @@ def backend(request):
     """Each test on both backends: on the cpu one the weight goes through the thread's scratch buffer."""
     with vg.backend(request.param):
         yield request.param
+
+
+def packed_available() -> bool:
+    return cpu_matmul.fast_available() and bool(cpu_matmul._lib().packed_available())
 
 
 def on_tape(x: np.ndarray, w: vg.Tensor, qtype: str, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,6 +70,37 @@ def test_the_product_and_its_gradient_have_the_tapes_bits(qtype, lead):
         xt = vg.from_numpy(x).requires_grad_(True)
         np.testing.assert_array_equal(compiled(xt).numpy(), want_y)
         np.testing.assert_array_equal(xt.grad.numpy(), want_dx)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_products_the_packed_gemm_takes_are_fused_with_the_tapes_bits(qtype, backend, monkeypatch):
+    """A product of the packed GEMM's size (a LoRA step's) de-quantizes W as the GEMM packs it, on the cpu
+    backend: both layouts, eager and compiled, the tape's bits."""
+    calls = []
+
+    def counted(*args):
+        calls.append(fused := dequantized_matmul_c(*args))
+        return fused
+
+    monkeypatch.setattr(dequantized_product_module, "dequantized_matmul", counted)
+    rng = np.random.default_rng(0)
+    w = vg.from_numpy(random_blocks(rng, qtype, 320, 512))
+    x = rng.normal(size=(2, 40, 512)).astype(np.float32)
+    g = rng.normal(size=(2, 40, 320)).astype(np.float32)
+    want_y, want_dx = on_tape(x, w, qtype, g)
+    step = vg.compile(lambda x: (dequantized_product(x, w, qtype) * vg.from_numpy(g)).sum().backward())
+    for run in (None, step, step):
+        xt = vg.from_numpy(x).requires_grad_(True)
+        if run is None:
+            y = dequantized_product(xt, w, qtype)
+            (y * vg.from_numpy(g)).sum().backward()
+            np.testing.assert_array_equal(y.numpy(), want_y)
+        else:
+            run(xt)
+        np.testing.assert_array_equal(xt.grad.numpy(), want_dx)
+    fused = [c is not None for c in calls]
+    assert fused == ([] if backend == "reference" else [packed_available()] * len(fused))
+    assert backend == "reference" or len(fused) >= 6  # forward and backward each run
 
 
 def test_no_f32_weight_is_held_between_the_forward_and_the_backward():

@@ -1,9 +1,12 @@
 """x @ W.T for a frozen quantized weight W, differentiable in x, with no f32 copy of W kept: the forward
-and the backward each de-quantize W (the `dequantize` op's bits) and multiply by it with the f32 matmul
-kernel, so the product and its VJP g @ W have the bits of `x @ dequantize(w).T` on the tape, while a
-training step holds one matrix's f32 values at a time instead of the whole model's (a LoRA step's frozen
-base: 518 MiB for SmolLM2-135M). Eagerly with gradients off (a Function's forward and backward), W is
-written into a buffer the calling thread reuses: no fresh memory paged in for each matrix, twice a step."""
+and the backward each multiply by W de-quantized (the `dequantize` op's bits), so the product and its VJP
+g @ W have the bits of `x @ dequantize(w).T` on the tape, while a training step holds no matrix's f32
+values between its products (a LoRA step's frozen base: 518 MiB for SmolLM2-135M). Eagerly with gradients
+off (a Function's forward and backward) on the cpu backend, a product its fast matmul path computes as one
+packed GEMM goes through the backend's `dequantized_matmul`: the GEMM de-quantizes W's blocks as it packs
+them into its panels (matmul_dequant.c), so W's f32 values are never written out, with the bits of that
+GEMM on the de-quantized W. Any other product multiplies by W de-quantized into a buffer the calling
+thread reuses (no fresh memory paged in for each matrix), or on the tape by the `dequantize` op."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import numpy as np
 from .. import modes
 from ..autograd import is_grad_enabled
 from ..backends.active import get_backend
-from ..backends.cpu.quant import dequantize_into
+from ..backends.cpu.quant import dequantize_into, dequantized_matmul
 from ..dtypes import f32
 from ..function import Function
 from ..ops.quant import FORMATS, dequantize_op
@@ -57,14 +60,29 @@ def dequantized(w: Tensor, qtype: str) -> Tensor:
     return Tensor(Spec(shape, f32), values)
 
 
+def _fused(x: Tensor, w: Tensor, qtype: str, transposed: bool) -> Tensor | None:
+    """x @ dequantize(w).T (transposed) or x @ dequantize(w) by the cpu backend's GEMM that de-quantizes w's
+    blocks as it packs them (the bits of the product on the de-quantized w, which is never written out),
+    eagerly with gradients off; None where it does not take the product."""
+    a, blocks = x.payload, w.payload
+    if modes.current().name != "eager" or is_grad_enabled() or get_backend().name != "cpu":
+        return None
+    if not isinstance(a, np.ndarray) or not isinstance(blocks, np.ndarray):
+        return None
+    c = dequantized_matmul(a, blocks, qtype, transposed)
+    return None if c is None else Tensor(Spec(c.shape, f32), c)
+
+
 def product(x: Tensor, w: Tensor, qtype: str) -> Tensor:
     """x [..., in] @ dequantize(w).T for the blocks w (u8 [out, row bytes]) of `qtype`: [..., out]."""
-    return x @ dequantized(w, qtype).T
+    fused = _fused(x, w, qtype, True)
+    return x @ dequantized(w, qtype).T if fused is None else fused
 
 
 def product_t(g: Tensor, w: Tensor, qtype: str) -> Tensor:
     """g [..., out] @ dequantize(w): [..., in], the product's VJP in x."""
-    return g @ dequantized(w, qtype)
+    fused = _fused(g, w, qtype, False)
+    return g @ dequantized(w, qtype) if fused is None else fused
 
 
 class DequantizedProduct(Function):

@@ -31,9 +31,9 @@ def check_rank(r: Any, alpha: Any) -> None:
 class TrainingQLinear(QLinear):
     """A QLinear (f32 activations) for a training step: from MANY_ROWS rows of x its product is
     x @ W.T with W the de-quantized weight, through the f32 matmul kernel (2-3x faster than qmatmul's on
-    a step's hundreds of rows), and its VJP g @ W de-quantizes W again (`dequantized_product`): the base
-    stays quantized, with no f32 copy kept between the forward and the backward, nor between steps. Fewer
-    rows (decoding a sample) use qmatmul."""
+    a step's hundreds of rows), and its VJP g @ W de-quantizes W again (`dequantized_product`; on the cpu
+    backend as the packed GEMM packs it): the base stays quantized, with no f32 copy kept between the
+    forward and the backward, nor between steps. Fewer rows (decoding a sample) use qmatmul."""
 
     def forward(self, x: Tensor) -> Tensor:
         return self.product(x) if many_rows(x) else super().forward(x)

@@ -52,6 +52,23 @@ int64_t vg_gemm_outer_rows(int64_t m); /* the rows of an outer-product work unit
  * nothing done (no memory for the packed b). Only where matmul_blas.c's rules take it (AVX-512). */
 int vg_gemm_packed(blas_job *g, int64_t batch, int threads);
 
+/* Where the packed GEMM takes an f32 product c = a @ b of this shape (beta 0; matmul_blas.c's rule). */
+int vg_gemm_packed_takes(int64_t m, int64_t n, int64_t k);
+
+/* b's panels made by `pack` where b is not f32 in memory (matmul_dequant.c: quantized blocks): panels
+ * [q0, q1) of depth [p0, p0 + kc) written as the packed GEMM packs an f32 b (kc rows of VG_PACKED_PANEL
+ * floats, the columns past n zero; panel q at dst + (q - q0) * stride); p0 is a multiple of `depth`. */
+#define VG_PACKED_PANEL 64
+typedef struct vg_panel_source vg_panel_source;
+struct vg_panel_source {
+    void (*pack)(const vg_panel_source *src, int64_t q0, int64_t q1, int64_t p0, int64_t kc, float *dst,
+                 int64_t stride);
+    int64_t depth;
+};
+/* vg_gemm_packed's product of one batch item whose b is made by `src` (g->b unused): the same bits as
+ * with the f32 b it packs. */
+int vg_gemm_packed_from(blas_job *g, const vg_panel_source *src, int threads);
+
 /* plain[p, j] = bt[j, p] for j < n, p < k (bt: n rows, row stride ldb; plain: row stride ldp). */
 void vg_transpose_f32(const float *bt, int64_t n, int64_t k, int64_t ldb, float *plain, int64_t ldp);
 

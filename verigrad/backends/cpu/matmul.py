@@ -517,7 +517,7 @@ def _matmul_plan(a: np.ndarray, b: np.ndarray, exact: bool) -> Callable[[np.ndar
             f"matmul: a {a.shape} @ b {b.shape}: inner sizes {a.shape[-1]} and {b.shape[-2]} differ"
         )
     batch = _batch_shape(a, b)
-    if b.ndim == 2 and a.ndim > 2 and a.size and _rows_fold(a):
+    if b.ndim == 2 and a.ndim > 2 and a.size and rows_fold(a):
         # a batch times one matrix (a Linear's x @ W.T): one product of all the batch's rows, where each
         # batch item's product packed b again
         k, shape = a.shape[-1], (*a.shape[:-1], b.shape[-1])
@@ -525,7 +525,7 @@ def _matmul_plan(a: np.ndarray, b: np.ndarray, exact: bool) -> Callable[[np.ndar
     return _Product(a, b, (*batch, a.shape[-2], b.shape[-1]), exact)
 
 
-def _rows_fold(a: np.ndarray) -> bool:
+def rows_fold(a: np.ndarray) -> bool:
     """Whether a's batch dimensions and rows are one run of rows (a.reshape(-1, k) is a view)."""
     return all(a.strides[i] == a.shape[i + 1] * a.strides[i + 1] for i in range(a.ndim - 2))
 

@@ -387,6 +387,8 @@ static int packed_applies(int f32, int64_t m, int64_t n, int64_t k, double alpha
     return vg_has_avx512();
 }
 
+int vg_gemm_packed_takes(int64_t m, int64_t n, int64_t k) { return packed_applies(1, m, n, k, 1.0, 0.0); }
+
 /* ---------------------------------------------------------------- fast path: f32 outer products */
 
 /* Where the outer products of matmul_avx512.c (f32 c = alpha a b or c + a b, b read along n) take a

@@ -21,7 +21,7 @@
 #include "vg.h"
 
 #define TILE_M 6        /* rows of a micro-tile */
-#define PANEL_N 64      /* columns of a panel of b, and of a micro-tile */
+#define PANEL_N VG_PACKED_PANEL /* columns of a panel of b, and of a micro-tile (64) */
 #define BLOCK_K 128     /* the deepest block of k */
 #define UNIT_M 96       /* rows of c a work unit at most (a multiple of TILE_M) */
 #define UNIT_PANELS 4   /* panels a work unit */
@@ -107,6 +107,7 @@ typedef struct {
     float *c;
     float *packed;  /* where b is packed first: panel q at packed + q * k * PANEL_N; else NULL */
     float *scratch; /* each chunk's blocks of b and a (scratch_size floats) */
+    const vg_panel_source *src; /* where b's panels come from when b is not f32 in memory (else NULL) */
     int64_t kb, mb, panels, row_units, strips, scratch_size, chunks;
     int stream;
 } packed_job;
@@ -116,6 +117,10 @@ typedef struct {
 static void pack_panels(const packed_job *s, int64_t q0, int64_t q1, int64_t p0, int64_t kc, float *dst,
                         int64_t stride) {
     const blas_job *g = s->g;
+    if (s->src) {
+        s->src->pack(s->src, q0, q1, p0, kc, dst, stride);
+        return;
+    }
     for (int64_t q = q0; q < q1; q++, dst += stride) {
         int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
         if (g->tb == 111)
@@ -244,9 +249,12 @@ static int64_t unit_rows(int64_t m) {
     return imin(UNIT_M, cdiv(cdiv(m, units), TILE_M) * TILE_M);
 }
 
-int vg_gemm_packed(blas_job *g, int64_t batch, int threads) {
-    int64_t blocks = cdiv(g->k, BLOCK_K);
-    packed_job s = {.g = g, .kb = cdiv(g->k, blocks), .mb = unit_rows(g->m), .panels = cdiv(g->n, PANEL_N)};
+/* The blocks of k are a multiple of src->depth deep (whole blocks of a quantized b^T's rows), which leaves
+ * every element's FMA chain as it is. */
+static int packed_gemm(blas_job *g, int64_t batch, int threads, const vg_panel_source *src) {
+    int64_t blocks = cdiv(g->k, BLOCK_K), depth = src ? src->depth : 1;
+    packed_job s = {.g = g, .kb = cdiv(cdiv(g->k, blocks), depth) * depth, .mb = unit_rows(g->m),
+                    .panels = cdiv(g->n, PANEL_N), .src = src};
     s.row_units = cdiv(g->m, s.mb);
     s.strips = cdiv(s.panels, UNIT_PANELS);
     /* b packed first, once, where it is no larger than a; else each unit packs its strip, block by block */
@@ -274,9 +282,20 @@ int vg_gemm_packed(blas_job *g, int64_t batch, int threads) {
     give_memory(memory, kept_one);
     return !g->bad;
 }
-#else /* matmul_blas.c never calls it here (vg_has_avx512 is 0) */
+
+int vg_gemm_packed(blas_job *g, int64_t batch, int threads) { return packed_gemm(g, batch, threads, NULL); }
+
+int vg_gemm_packed_from(blas_job *g, const vg_panel_source *src, int threads) {
+    return packed_gemm(g, 1, threads, src);
+}
+#else /* matmul_blas.c never calls them here (vg_has_avx512 is 0) */
 int vg_gemm_packed(blas_job *g, int64_t batch, int threads) {
     (void)g, (void)batch, (void)threads;
+    return BLAS_NOT_USED;
+}
+
+int vg_gemm_packed_from(blas_job *g, const vg_panel_source *src, int threads) {
+    (void)g, (void)src, (void)threads;
     return BLAS_NOT_USED;
 }
 #endif

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...ops import REGISTRY, dequantize_op, qembedding
 from ...ops.quant import (
+    FORMATS,
     Q8_32_QTYPES,
     Q8_QTYPES,
     Q8K_QTYPES,
@@ -230,7 +231,10 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None, "embedding": None, "amx": None}
+_state: dict[str, Any] = {
+    "simd": None, "q8_path": None, "f32_kernels": None, "embedding": None, "amx": None, "dequant_gemm": None,
+    "ptr": None, "backend": None,
+}  # fmt: skip
 
 
 def dequantize_into(w: np.ndarray, qtype: str, out: np.ndarray) -> np.ndarray:
@@ -240,6 +244,48 @@ def dequantize_into(w: np.ndarray, qtype: str, out: np.ndarray) -> np.ndarray:
     if embedding is None:
         raise RuntimeError("dequantize_into: the CPU backend's library is not loaded")
     return embedding(np.arange(w.shape[0], dtype=np.int64), w, qtype, out)
+
+
+def dequantized_matmul(a: np.ndarray, w: np.ndarray, qtype: str, transposed: bool) -> np.ndarray | None:
+    """a [..., k] @ dequantize(w).T (transposed: w's rows along k) or @ dequantize(w) (w's rows along n),
+    as the fast matmul path computes it on the f32 weight, by its packed GEMM with w's panels de-quantized
+    from the blocks (matmul_dequant.c): the same bits, with no f32 copy of w made. None where that
+    path would not take the product as one packed GEMM (the exact path, a batch whose rows are not one run,
+    a shape the packed GEMM leaves to other kernels) or the result holds an infinity or a NaN: the caller
+    multiplies its own way."""
+    fn = _state["dequant_gemm"]
+    if fn is None or qtype not in QTYPES or a.dtype != np.float32 or a.ndim < 2 or matmul.exact_default():
+        return None
+    if a.ndim > 2 and not matmul.rows_fold(a):  # matmul's batch of products, not one
+        return None
+    m, k = int(np.prod(a.shape[:-1])), a.shape[-1]
+    flat = a.reshape(m, k)
+    if flat.strides[1] != 4 or flat.strides[0] < 4 * k or flat.strides[0] % 4 or not flat.flags.aligned:
+        # rows of unit stride, apart: another layout copied (the packed GEMM's bits do not depend on it)
+        flat = np.ascontiguousarray(flat)
+    if w.ndim != 2 or w.dtype != np.uint8 or not w.flags.c_contiguous:
+        return None
+    fmt = FORMATS[qtype]
+    values = w.shape[1] // fmt.nbytes * fmt.block
+    n = w.shape[0] if transposed else values
+    if (values if transposed else w.shape[0]) != k:
+        return None
+    c = np.empty((m, n), np.float32)
+    ptr, threads = _state["ptr"], _state["backend"].threads
+    done = fn(
+        QTYPES[qtype],
+        int(transposed),
+        ptr(w),
+        w.shape[1],
+        ptr(flat),
+        flat.strides[0] // 4,
+        ptr(c),
+        m,
+        n,
+        k,
+        threads,
+    )
+    return c.reshape(*a.shape[:-1], n) if done == 1 else None
 
 
 PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
@@ -317,5 +363,8 @@ def register(backend: Any, lib: Library) -> None:
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
     embedding = _embedding(fn, qembedding.reference, backend, lib.ptr)
     _state["embedding"] = embedding
+    args = [ctypes.c_int, ctypes.c_int, p, i64, p, i64, p, i64, i64, i64, ctypes.c_int]
+    _state["dequant_gemm"] = lib.fn("vg_dequant_gemm", args, restype=ctypes.c_int)
+    _state["ptr"], _state["backend"] = lib.ptr, backend
     backend.register("qembedding", embedding, "f32", EXACT)
     backend.register("dequantize", _dequantize(embedding, dequantize_op.reference), "f32", EXACT)
