@@ -53,6 +53,11 @@ each B of `--clients` (the process's CPU time, medians of alternated repetitions
 
     python benchmarks/serve.py --joined --threads 1 --clients 1,4,7,8
 
+`--steps --kernels` runs the step kernel by kernel instead, on one thread: each op's CPU time in a step
+(its plan's calls one at a time from Python), beside the whole step's (replayed) and the calls' sum.
+
+    python benchmarks/serve.py --steps --kernels --clients 1,8
+
 `--attention` times the batched step's cached attention alone (30 layers' calls on 8 rows of different
 lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal counts) and a prompt chunk's
 (16 tokens of one sequence: its rows read their hidden tail once).
@@ -409,6 +414,61 @@ def joined(
                 )
 
 
+def kernels(model_path: Path, counts: list[int], activations: str = "f32", repeats: int = 5) -> None:
+    """The batched decode step kernel by kernel, one thread: its plan's calls run one at a time from Python
+    on a step's inputs (the loop a plan runs before it replays), each call's thread CPU time summed per op
+    (view ops included: a replay makes most of them once), beside the whole step as it runs (replayed)
+    and the sum of its calls: their difference is what the replay saves of the loop's Python per call."""
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+
+    set_threads(1)
+    model, _ = load_language_model(model_path, activations)
+    with backend("cpu"):
+        cache = model.new_cache(max(counts), 512)
+        ids = np.full((max(counts), 1), 42)
+        for b in counts:
+            lengths = [100 + 7 * i for i in range(b)]
+            for _ in range(12):  # the plan built, then its calls recorded and replayed
+                model.forward_rows(ids[:b], cache, lengths)
+            plans = list(model.cached_step.decode_rows["f32"]._plans.values())
+            before = [p.runs for p in plans]
+            model.forward_rows(ids[:b], cache, lengths)
+            (plan,) = [p for p, runs in zip(plans, before) if p.runs > runs]  # this batch's
+            given: list = []
+            run = plan.run_locked
+            plan.run_locked = lambda arrays: given.append(list(arrays)) or run(arrays)
+            whole = []
+            for _ in range(3 * repeats):
+                c0 = time.thread_time()
+                model.forward_rows(ids[:b], cache, lengths)
+                whole.append(time.thread_time() - c0)
+            del plan.run_locked
+            per_op: dict[str, list[float]] = {}
+            for _ in range(repeats):
+                env = plan._template.copy()
+                for slot, array in zip(plan.input_slots, given[-1]):
+                    env[slot] = array
+                spent: dict[str, float] = {}
+                for call, (kernel, ins, out) in zip(plan.calls, plan._loop):
+                    c0 = time.thread_time()
+                    result = kernel(*[env[i] for i in ins])
+                    spent[call.op.name] = spent.get(call.op.name, 0.0) + time.thread_time() - c0
+                    for slot, value in zip(out, result) if type(out) is tuple else [(out, result)]:
+                        env[slot] = value
+                for name, t in spent.items():
+                    per_op.setdefault(name, []).append(t)
+            calls = {name: sum(c.op.name == name for c in plan.calls) for name in per_op}
+            ms = {name: 1000 * statistics.median(ts) for name, ts in per_op.items()}
+            print(
+                f"{activations} B={b}, 1 thread: the step {1000 * statistics.median(whole):.2f} ms CPU "
+                f"(replayed), its {len(plan.calls)} calls one by one {sum(ms.values()):.2f} ms"
+            )
+            for name in sorted(ms, key=ms.get, reverse=True):
+                each = 1000 * ms[name] / calls[name]
+                print(f"  {name:>20}: {ms[name]:6.2f} ms, {calls[name]} calls, {each:.1f} us each")
+
+
 ATTENTION_BATCHES = {  # (lengths of the 8 rows, window): SmolLM2's 9 query and 3 key/value heads of 64
     "8 x 100..149, W 256": ([100 + 7 * i for i in range(8)], 256),
     "8 x 100..149, W 149": ([100 + 7 * i for i in range(8)], 149),  # the hidden tails' reading, for scale
@@ -662,6 +722,9 @@ def main() -> None:
     parser.add_argument(
         "--joined", action="store_true", help="a chunk joined to a step, or apart (see above)"
     )
+    parser.add_argument(
+        "--kernels", action="store_true", help="--steps: the step kernel by kernel, one thread (see above)"
+    )
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
         "--no-join", action="store_true", help="--engine, --stall: prompt chunks run alone, not in the steps"
@@ -701,7 +764,10 @@ def main() -> None:
         for activations in args.activations.split(","):
             if activations not in ("f32", "q8"):
                 parser.error(f"--activations: comma-separated f32, q8, got {args.activations!r}")
-            steps(model, args.threads, counts, activations)
+            if args.kernels:
+                kernels(model, counts, activations)
+            else:
+                steps(model, args.threads, counts, activations)
         return
     console = make_console(110)
     console.print(describe_machine())
