@@ -164,10 +164,11 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
  * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
  * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
  * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
-#define HALVES(NAME, QTYPE, TN, RN)                                                                        \
+#define HALVES(NAME, QTYPE, TN, RN, INLOOP)                                                                \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *s) {                                                       \
         const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
+        const int inloop = INLOOP;                                                                         \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 sums[2][TN * RN];                                                                           \
         const uint8_t *row[RN];                                                                            \
@@ -181,7 +182,7 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
             for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c += 16)                                                       \
                     scales16(row[j] + (i0 + c) * bytes, bytes, cn - c, affine, dd[j] + c, mm[j] + c);      \
-            for (int j = 0; j < RN; j++)                                                                   \
+            for (int j = 0; j < RN && !inloop; j++)                                                        \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
                     _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
@@ -197,8 +198,16 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                     const int64_t i = i0 + c;                                                              \
                     __m512 v[RN];                                                                          \
                     for (int j = 0; j < RN; j++) {                                                         \
+                        const uint8_t *wb = row[j] + i * bytes;                                            \
                         const __m512 d = _mm512_set1_ps(dd[j][c]);                                         \
-                        v[j] = qt == Q8_0 ? half32_avx512(qt, row[j] + i * bytes, h, &d) : val[j][c][h];   \
+                        if (qt == Q8_0)                                                                    \
+                            v[j] = half32_avx512(qt, wb, h, &d);                                           \
+                        else if (!inloop || h)                                                             \
+                            v[j] = val[j][c][h];                                                           \
+                        else {                                                                             \
+                            _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                    \
+                            block32_avx512(qt, wb, d, _mm512_set1_ps(mm[j][c]), &v[j], &val[j][c][1]);     \
+                        }                                                                                  \
                     }                                                                                      \
                     for (int u = 0; u < TN; u++) {                                                         \
                         __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
@@ -218,23 +227,47 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
     FEW_ROWS(few2_##F, QTYPE, 2, 4)                                                                        \
     FEW_ROWS(few3_##F, QTYPE, 3, 4)                                                                        \
     FEW_ROWS(few4_##F, QTYPE, 4, 3)                                                                        \
-    HALVES(few5_##F, QTYPE, 5, 4)                                                                          \
-    HALVES(few6_##F, QTYPE, 6, 4)                                                                          \
-    HALVES(few7_##F, QTYPE, 7, 3)                                                                          \
-    HALVES(few8_##F, QTYPE, 8, 3)
+    HALVES(few5_##F, QTYPE, 5, 4, 0)                                                                       \
+    HALVES(few6_##F, QTYPE, 6, 4, 0)                                                                       \
+    HALVES(few7_##F, QTYPE, 7, 3, 0)                                                                       \
+    HALVES(few8_##F, QTYPE, 8, 3, 0)
+/* the kernels of 5..8 rows that de-quantize in the loop, for rows of several chunks (LONG_ROWS) */
+#define LONG_ALL(F, QTYPE)                                                                                 \
+    HALVES(long5_##F, QTYPE, 5, 4, 1)                                                                      \
+    HALVES(long6_##F, QTYPE, 6, 4, 1)                                                                      \
+    HALVES(long7_##F, QTYPE, 7, 3, 1)                                                                      \
+    HALVES(long8_##F, QTYPE, 8, 3, 1)
 FEW_ROWS_ALL(q8_0, Q8_0)
 FEW_ROWS_ALL(q4_0, Q4_0)
 FEW_ROWS_ALL(q4_1, Q4_1)
 FEW_ROWS_ALL(q5_0, Q5_0)
 FEW_ROWS_ALL(q5_1, Q5_1)
 FEW_ROWS_ALL(iq4_nl, IQ4_NL)
+LONG_ALL(q4_0, Q4_0)
+LONG_ALL(q4_1, Q4_1)
+LONG_ALL(iq4_nl, IQ4_NL)
 typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *);
+
+/* the kernels' sums s[u most + j] written to out[u n + j] (j < rn, u < t), every NaN as the quiet NaN
+ * 0x7fc00000 (f32_band's rule), one masked store a row (the loop of scalar copies took 4% of a 576 x 576
+ * product of 8 rows, the separate NaN pass 2%) */
+AVX512_Q static void put_rows(const float *s, int most, int rn, int64_t t, float *out, int64_t n) {
+    const __mmask16 take = (__mmask16)((1u << rn) - 1);
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+    for (int64_t u = 0; u < t; u++) {
+        const __m512 f = _mm512_maskz_loadu_ps(take, s + u * most);
+        _mm512_mask_storeu_ps(out + u * n, take, _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan));
+    }
+}
 enum { FEW_MAX = 8 };                                /* the most activation rows the kernels take */
 static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3, 4, 4, 3, 3}; /* their weight rows, by TN */
 #define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F, few5_##F, few6_##F, few7_##F, few8_##F}
 static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
     [Q8_0] = FEW_ROW(q8_0), [Q4_0] = FEW_ROW(q4_0),     [Q4_1] = FEW_ROW(q4_1),
     [Q5_0] = FEW_ROW(q5_0), [Q5_1] = FEW_ROW(q5_1), [IQ4_NL] = FEW_ROW(iq4_nl)};
+#define LONG_ROW(F) {0, 0, 0, 0, 0, long5_##F, long6_##F, long7_##F, long8_##F}
+static const few_fn LONG_ROWS[NQTYPES][FEW_MAX + 1] = {
+    [Q4_0] = LONG_ROW(q4_0), [Q4_1] = LONG_ROW(q4_1), [IQ4_NL] = LONG_ROW(iq4_nl)};
 
 /* dot_f32 of TN activation rows (x + u xs) with RN weight rows (v + j vs), 8 lanes: each output's 32
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
@@ -301,21 +334,21 @@ static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int
     vg_dequantize_f32_row(p->qtype, row, nb, v, level);
 }
 
-static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
+/* rows lo..hi - 1 of out; returns 1 where the NaNs are already written as f32_band writes them */
+static int f32_rows(fjob *p, int64_t lo, int64_t hi) {
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
     if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
-        const few_fn few = FEW[p->qtype][p->t];
+        const few_fn few = nb > CHUNK && LONG_ROWS[p->qtype][p->t] ? LONG_ROWS[p->qtype][p->t] : FEW[p->qtype][p->t];
         const int most = FEW_RN[p->t];
         float s[FEW_MAX * 4]; /* TN RN <= 32 */
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
             few(p->w + r * stride, stride, nb, rn, p->x, k, s);
-            for (int u = 0; u < p->t; u++)
-                for (int j = 0; j < rn; j++) p->out[u * p->n + r + j] = s[u * most + j];
+            put_rows(s, most, rn, p->t, p->out + r, p->n);
         }
-        return;
+        return 1;
     }
     /* the weight rows de-quantized at once: a tile's (a decode step's: ROW_DOTS's 4 on AVX-512) */
     const int panel = avx512 ? (p->t == 1 ? 4 : TILE_R) : avx2 && p->t > 1 ? TILE2_R : 1;
@@ -328,7 +361,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
     float *v = panel * k <= room ? stack : malloc(sizeof(float) * (size_t)(panel * k));
     if (!v) {
         p->failed = 1;
-        return;
+        return 0;
     }
     for (int64_t r = lo; r < hi;) {
         const int rn = hi - r < panel ? (int)(hi - r) : panel;
@@ -369,6 +402,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
         r += rn;
     }
     if (v != stack) free(v);
+    return 0;
 }
 
 /* Which NaN a sum ends in (an input's, or the default NaN of inf - inf) depends on the order of its operands,
@@ -377,7 +411,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
  * bits. */
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     fjob *p = (fjob *)ctx;
-    f32_rows(p, lo, hi);
+    if (f32_rows(p, lo, hi)) return;
     for (int64_t t = 0; t < p->t; t++) {
         uint32_t *o = (uint32_t *)(p->out + t * p->n);
         for (int64_t r = lo; r < hi; r++) { /* every value stored: a vector loop (the branch's took 1-2% of
