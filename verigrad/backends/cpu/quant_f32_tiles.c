@@ -54,8 +54,8 @@ static const row_fn ROW_DOTS[4] = {row1_avx512, row2_avx512, row3_avx512, row4_a
  * bits do not depend on its operands' order), a[o] holding output o's partial sums 0..15 and b[o] 16..31:
  * s[o]. Each level adds the halves of two vectors' groups side by side (one shuffle per operand, where
  * fold_avx512 took 4 shuffles and 5 additions an output). */
-AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const __m512 *a, const __m512 *b,
-                                                                          int m, float *s) {
+AVX512_Q __attribute__((always_inline)) static inline __m512 fold16_avx512(const __m512 *a, const __m512 *b,
+                                                                            int m) {
     __m512 r[16], p[8], g[4], e[2];
     for (int o = 0; o < 16; o++) r[o] = o < m ? _mm512_add_ps(a[o], b[o]) : _mm512_setzero_ps(); /* 16 */
     for (int i = 0; i < 8; i++) /* 8: lanes 0..7 output 2i's, 8..15 output 2i + 1's */
@@ -71,7 +71,22 @@ AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const _
     const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                    _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1), _mm512_permutexvar_ps(order, f));
+    return _mm512_permutexvar_ps(order, f);
+}
+
+/* the sums of a kernel of TN activation rows by RN weight rows (f0: outputs 0..15, f1: 16..31, output u RN + j)
+ * written to out[u n + j] (j < rn), every NaN as the quiet NaN 0x7fc00000 (f32_band's rule): a permutation
+ * and a masked store a row, from registers (the sums stored and read back as floats, then NaN-scrubbed in
+ * another pass, took 5-6% of a 576 x 576 product of 8 rows: a masked store does not forward to a load) */
+AVX512_Q __attribute__((always_inline)) static inline void put_rows(__m512 f0, __m512 f1, int tn, int rn_most,
+                                                                    int rn, float *out, int64_t n) {
+    const __mmask16 take = (__mmask16)((1u << rn) - 1);
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int u = 0; u < tn; u++) {
+        const __m512 f = _mm512_permutex2var_ps(f0, _mm512_add_epi32(iota, _mm512_set1_epi32(u * rn_most)), f1);
+        _mm512_mask_storeu_ps(out + u * n, take, _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan));
+    }
 }
 
 /* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs): s[u RN + j]. Each
@@ -96,7 +111,8 @@ AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const _
                 for (int j = 0; j < RN; j++) half[h][u * RN + j] = a[u][j];                                \
         }                                                                                                  \
         for (int o = 0; o < TN * RN; o += 16)                                                              \
-            fold16_avx512(half[0] + o, half[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
+            _mm512_mask_storeu_ps(s + o, (__mmask16)((1u << (TN * RN - o < 16 ? TN * RN - o : 16)) - 1),   \
+                                  fold16_avx512(half[0] + o, half[1] + o, TN * RN - o < 16 ? TN * RN - o : 16)); \
     }
 #define TILES_RN(TN)                                                                                       \
     TILE_AVX512(tile##TN##x1, TN, 1)                                                                       \
@@ -123,7 +139,7 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
  * a few sequences' decode step pays one de-quantization, where a row buffer paid it in stores and loads. */
 #define FEW_ROWS(NAME, QTYPE, TN, RN)                                                                      \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
-                              int64_t k, float *s) {                                                       \
+                              int64_t k, float *out, int64_t n) {                                          \
         const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 a[TN][RN], b[TN][RN];                                                                       \
@@ -150,8 +166,10 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */          \
-            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
+        __m512 fa[TN * RN], fb[TN * RN]; /* TN RN <= 16 */                                                 \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) fa[u * RN + j] = a[u][j], fb[u * RN + j] = b[u][j];               \
+        put_rows(fold16_avx512(fa, fb, TN * RN), _mm512_setzero_ps(), TN, RN, rn, out, n);                 \
     }
 enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
 /* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
@@ -166,7 +184,7 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
  * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
 #define HALVES(NAME, QTYPE, TN, RN, INLOOP)                                                                \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
-                              int64_t k, float *s) {                                                       \
+                              int64_t k, float *out, int64_t n) {                                          \
         const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
         const int inloop = INLOOP;                                                                         \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
@@ -219,8 +237,9 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                     for (int j = 0; j < RN; j++) sums[h][u * RN + j] = a[u][j];                            \
             }                                                                                              \
         }                                                                                                  \
-        for (int o = 0; o < TN * RN; o += 16)                                                              \
-            fold16_avx512(sums[0] + o, sums[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
+        const __m512 f0 = fold16_avx512(sums[0], sums[1], TN * RN < 16 ? TN * RN : 16);                     \
+        put_rows(f0, TN * RN > 16 ? fold16_avx512(sums[0] + 16, sums[1] + 16, TN * RN - 16) : f0, TN, RN, rn, \
+                 out, n);                                                                                  \
     }
 /* each format's kernels for 2..8 activation rows (24 sums in registers at most) */
 #define FEW_ROWS_ALL(F, QTYPE)                                                                             \
@@ -246,19 +265,8 @@ FEW_ROWS_ALL(iq4_nl, IQ4_NL)
 LONG_ALL(q4_0, Q4_0)
 LONG_ALL(q4_1, Q4_1)
 LONG_ALL(iq4_nl, IQ4_NL)
-typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *);
+typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *, int64_t);
 
-/* the kernels' sums s[u most + j] written to out[u n + j] (j < rn, u < t), every NaN as the quiet NaN
- * 0x7fc00000 (f32_band's rule), one masked store a row (the loop of scalar copies took 4% of a 576 x 576
- * product of 8 rows, the separate NaN pass 2%) */
-AVX512_Q static void put_rows(const float *s, int most, int rn, int64_t t, float *out, int64_t n) {
-    const __mmask16 take = (__mmask16)((1u << rn) - 1);
-    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
-    for (int64_t u = 0; u < t; u++) {
-        const __m512 f = _mm512_maskz_loadu_ps(take, s + u * most);
-        _mm512_mask_storeu_ps(out + u * n, take, _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan));
-    }
-}
 enum { FEW_MAX = 8 };                                /* the most activation rows the kernels take */
 static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3, 4, 4, 3, 3}; /* their weight rows, by TN */
 #define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F, few5_##F, few6_##F, few7_##F, few8_##F}
@@ -342,11 +350,9 @@ static int f32_rows(fjob *p, int64_t lo, int64_t hi) {
     if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
         const few_fn few = nb > CHUNK && LONG_ROWS[p->qtype][p->t] ? LONG_ROWS[p->qtype][p->t] : FEW[p->qtype][p->t];
         const int most = FEW_RN[p->t];
-        float s[FEW_MAX * 4]; /* TN RN <= 32 */
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
-            few(p->w + r * stride, stride, nb, rn, p->x, k, s);
-            put_rows(s, most, rn, p->t, p->out + r, p->n);
+            few(p->w + r * stride, stride, nb, rn, p->x, k, p->out + r, p->n);
         }
         return 1;
     }
