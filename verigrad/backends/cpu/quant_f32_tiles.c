@@ -2,7 +2,8 @@
  * gives the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where
  * they exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take
  * FEW_ROWS (2 to 4) or HALVES (5 to 8), which de-quantize each block once for all of them
- * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1); otherwise a panel of weight
+ * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1, or half of each block in its
+ * loop) and write their outputs from registers (put_rows); otherwise a panel of weight
  * rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into a row buffer (in L1: the panel is
  * read once per tile of activation rows, which stream from L2) and multiplied with tiles of up to 4 (AVX2:
  * 3) activation rows by the panel's rows. A tile sums each output's partial sums 0..15 over all of k, one
@@ -135,7 +136,7 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
 /* dot_f32 of TN activation rows (x + u k, 2 <= TN <= 4) with RN weight rows (w + j stride; rows past rn - 1
  * repeat row rn - 1, their sums not used) of a 32-value format, each block de-quantized in registers once for
  * all TN rows (quant_blocks32.h: FUSED_32's values) and multiplied at once into its 2 TN RN sums; the next
- * RN rows are fetched meanwhile: s[u RN + j], each output summed as dot_f32 sums it. A batch of
+ * RN rows are fetched meanwhile: out[u n + j], each output summed as dot_f32 sums it. A batch of
  * a few sequences' decode step pays one de-quantization, where a row buffer paid it in stores and loads. */
 #define FEW_ROWS(NAME, QTYPE, TN, RN)                                                                      \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
@@ -175,13 +176,16 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
 /* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
  * 32-value format: each output's partial sums 0..15 over a chunk of up to CHUNK blocks, then its sums
  * 16..31 (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at
- * once left room for one weight row, a load of x per multiply-add). s[u RN + j], each output summed as
+ * once left room for one weight row, a load of x per multiply-add). out[u n + j], each output summed as
  * dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter).
  * Each chunk's blocks are de-quantized once into val (in L1), so the multiply-adds' loop is loads and
  * multiply-adds only: the widening, shifts and lookups (on the ports the multiply-adds need) are not
  * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
  * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
- * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
+ * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1).
+ * INLOOP (q4_0, q4_1 and iq4_nl rows of several chunks, LONG_ROWS): the loop of sums 0..15 de-quantizes
+ * each block in registers and stores only values 16..31 for the second loop, half the buffer's stores and
+ * loads (576 x 1536 q4_1, 8 rows: 1.10x; at one chunk, 576 wide, it was 2% slower: the buffer stays). */
 #define HALVES(NAME, QTYPE, TN, RN, INLOOP)                                                                \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *out, int64_t n) {                                          \
@@ -250,7 +254,8 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
     HALVES(few6_##F, QTYPE, 6, 4, 0)                                                                       \
     HALVES(few7_##F, QTYPE, 7, 3, 0)                                                                       \
     HALVES(few8_##F, QTYPE, 8, 3, 0)
-/* the kernels of 5..8 rows that de-quantize in the loop, for rows of several chunks (LONG_ROWS) */
+/* the kernels of 5..8 rows that de-quantize in the loop, for rows of several chunks (LONG_ROWS); not q5_0 and
+ * q5_1 (their two tables and fifth bits beside the 24 sums: no faster) nor q8_0 (no buffer to halve) */
 #define LONG_ALL(F, QTYPE)                                                                                 \
     HALVES(long5_##F, QTYPE, 5, 4, 1)                                                                      \
     HALVES(long6_##F, QTYPE, 6, 4, 1)                                                                      \
@@ -348,7 +353,8 @@ static int f32_rows(fjob *p, int64_t lo, int64_t hi) {
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
     if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
-        const few_fn few = nb > CHUNK && LONG_ROWS[p->qtype][p->t] ? LONG_ROWS[p->qtype][p->t] : FEW[p->qtype][p->t];
+        const few_fn longer = nb > CHUNK ? LONG_ROWS[p->qtype][p->t] : 0;
+        const few_fn few = longer ? longer : FEW[p->qtype][p->t];
         const int most = FEW_RN[p->t];
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
