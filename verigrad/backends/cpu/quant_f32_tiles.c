@@ -53,8 +53,8 @@ static const row_fn ROW_DOTS[4] = {row1_avx512, row2_avx512, row3_avx512, row4_a
 
 /* the folds of m <= 16 outputs at once (dot_f32's tree: s[j] + s[j + h], h = 16, ..., 1; an addition's
  * bits do not depend on its operands' order), a[o] holding output o's partial sums 0..15 and b[o] 16..31:
- * s[o]. Each level adds the halves of two vectors' groups side by side (one shuffle per operand, where
- * fold_avx512 took 4 shuffles and 5 additions an output). */
+ * output o in lane o. Each level adds the halves of two vectors' groups side by side (one shuffle per
+ * operand, where fold_avx512 took 4 shuffles and 5 additions an output). */
 AVX512_Q __attribute__((always_inline)) static inline __m512 fold16_avx512(const __m512 *a, const __m512 *b,
                                                                             int m) {
     __m512 r[16], p[8], g[4], e[2];
@@ -78,7 +78,7 @@ AVX512_Q __attribute__((always_inline)) static inline __m512 fold16_avx512(const
 /* the sums of a kernel of TN activation rows by RN weight rows (f0: outputs 0..15, f1: 16..31, output u RN + j)
  * written to out[u n + j] (j < rn), every NaN as the quiet NaN 0x7fc00000 (f32_band's rule): a permutation
  * and a masked store a row, from registers (the sums stored and read back as floats, then NaN-scrubbed in
- * another pass, took 5-6% of a 576 x 576 product of 8 rows: a masked store does not forward to a load) */
+ * another pass, took 5-6% of a 576 x 576 product of 8 rows, the loads seemingly waiting on the masked store) */
 AVX512_Q __attribute__((always_inline)) static inline void put_rows(__m512 f0, __m512 f1, int tn, int rn_most,
                                                                     int rn, float *out, int64_t n) {
     const __mmask16 take = (__mmask16)((1u << rn) - 1);
@@ -271,7 +271,6 @@ LONG_ALL(q4_0, Q4_0)
 LONG_ALL(q4_1, Q4_1)
 LONG_ALL(iq4_nl, IQ4_NL)
 typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *, int64_t);
-
 enum { FEW_MAX = 8 };                                /* the most activation rows the kernels take */
 static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3, 4, 4, 3, 3}; /* their weight rows, by TN */
 #define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F, few5_##F, few6_##F, few7_##F, few8_##F}
