@@ -166,6 +166,38 @@ def test_a_rows_bits_do_not_depend_on_its_batch(qtype):
         cpu_quant.simd(True)
 
 
+@pytest.mark.parametrize("qtype", BLOCK32)
+def test_every_nan_is_the_one_quiet_nan(qtype, monkeypatch):
+    """Each output that is a NaN is 0x7fc00000, as the reference writes it, whatever NaN the sum ended in
+    (activations holding NaNs of other signs and payloads, infinities that cancel): 1 to 8 activation rows
+    (the kernels of 2 to 8 rows write their sums and NaNs themselves) at widths of one chunk and of several,
+    on each vector path, 1 and 2 threads."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    rng = np.random.default_rng(23)
+    try:
+        for k in (576, 1536):
+            raw = random_blocks(rng, qtype, 7, k)
+            x = rng.standard_normal((8, k)).astype(np.float32)
+            nans = np.array([0xFFC01234, 0x7F800001] * 4, np.uint32)  # NaNs of another sign and payloads
+            x[:, 5] = nans.view(np.float32)
+            x[1::2, 5] = np.inf
+            x[1::2, 6] = -np.inf  # inf - inf where the weights' values agree in sign
+            for path in cpu_quant.PATHS:
+                taken = cpu_quant.path(path)
+                for threads in (1, 2):
+                    vg.set_threads(threads)
+                    for t in range(1, 9):
+                        got = kernel(x[:t], raw, qtype=qtype).view(np.uint32)
+                        nan = np.isnan(got.view(np.float32))
+                        assert nan.sum() > 0, f"{taken} k={k} t={t}"
+                        where = f"{taken} {threads} k={k} t={t}: {got[nan][:4]}"
+                        assert (got[nan] == 0x7FC00000).all(), where
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)
+
+
 # the formats whose AVX2 decode kernels (and q2_k's and q3_k's AVX2 and AVX-512 row de-quantization) came last
 LOW_BIT = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
 

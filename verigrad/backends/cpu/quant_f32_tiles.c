@@ -2,7 +2,8 @@
  * gives the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where
  * they exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take
  * FEW_ROWS (2 to 4) or HALVES (5 to 8), which de-quantize each block once for all of them
- * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1); otherwise a panel of weight
+ * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1, or half of each block in its
+ * loop) and write their outputs from registers (put_rows); otherwise a panel of weight
  * rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into a row buffer (in L1: the panel is
  * read once per tile of activation rows, which stream from L2) and multiplied with tiles of up to 4 (AVX2:
  * 3) activation rows by the panel's rows. A tile sums each output's partial sums 0..15 over all of k, one
@@ -52,10 +53,10 @@ static const row_fn ROW_DOTS[4] = {row1_avx512, row2_avx512, row3_avx512, row4_a
 
 /* the folds of m <= 16 outputs at once (dot_f32's tree: s[j] + s[j + h], h = 16, ..., 1; an addition's
  * bits do not depend on its operands' order), a[o] holding output o's partial sums 0..15 and b[o] 16..31:
- * s[o]. Each level adds the halves of two vectors' groups side by side (one shuffle per operand, where
- * fold_avx512 took 4 shuffles and 5 additions an output). */
-AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const __m512 *a, const __m512 *b,
-                                                                          int m, float *s) {
+ * output o in lane o. Each level adds the halves of two vectors' groups side by side (one shuffle per
+ * operand, where fold_avx512 took 4 shuffles and 5 additions an output). */
+AVX512_Q __attribute__((always_inline)) static inline __m512 fold16_avx512(const __m512 *a, const __m512 *b,
+                                                                            int m) {
     __m512 r[16], p[8], g[4], e[2];
     for (int o = 0; o < 16; o++) r[o] = o < m ? _mm512_add_ps(a[o], b[o]) : _mm512_setzero_ps(); /* 16 */
     for (int i = 0; i < 8; i++) /* 8: lanes 0..7 output 2i's, 8..15 output 2i + 1's */
@@ -71,7 +72,22 @@ AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const _
     const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                    _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1), _mm512_permutexvar_ps(order, f));
+    return _mm512_permutexvar_ps(order, f);
+}
+
+/* the sums of a kernel of TN activation rows by RN weight rows (f0: outputs 0..15, f1: 16..31, output u RN + j)
+ * written to out[u n + j] (j < rn), every NaN as the quiet NaN 0x7fc00000 (f32_band's rule): a permutation
+ * and a masked store a row, from registers (the sums stored and read back as floats, then NaN-scrubbed in
+ * another pass, took 5-6% of a 576 x 576 product of 8 rows, the loads seemingly waiting on the masked store) */
+AVX512_Q __attribute__((always_inline)) static inline void put_rows(__m512 f0, __m512 f1, int tn, int rn_most,
+                                                                    int rn, float *out, int64_t n) {
+    const __mmask16 take = (__mmask16)((1u << rn) - 1);
+    const __m512 nan = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int u = 0; u < tn; u++) {
+        const __m512 f = _mm512_permutex2var_ps(f0, _mm512_add_epi32(iota, _mm512_set1_epi32(u * rn_most)), f1);
+        _mm512_mask_storeu_ps(out + u * n, take, _mm512_mask_mov_ps(f, _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan));
+    }
 }
 
 /* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs): s[u RN + j]. Each
@@ -96,7 +112,8 @@ AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const _
                 for (int j = 0; j < RN; j++) half[h][u * RN + j] = a[u][j];                                \
         }                                                                                                  \
         for (int o = 0; o < TN * RN; o += 16)                                                              \
-            fold16_avx512(half[0] + o, half[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
+            _mm512_mask_storeu_ps(s + o, (__mmask16)((1u << (TN * RN - o < 16 ? TN * RN - o : 16)) - 1),   \
+                                  fold16_avx512(half[0] + o, half[1] + o, TN * RN - o < 16 ? TN * RN - o : 16)); \
     }
 #define TILES_RN(TN)                                                                                       \
     TILE_AVX512(tile##TN##x1, TN, 1)                                                                       \
@@ -119,11 +136,11 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
 /* dot_f32 of TN activation rows (x + u k, 2 <= TN <= 4) with RN weight rows (w + j stride; rows past rn - 1
  * repeat row rn - 1, their sums not used) of a 32-value format, each block de-quantized in registers once for
  * all TN rows (quant_blocks32.h: FUSED_32's values) and multiplied at once into its 2 TN RN sums; the next
- * RN rows are fetched meanwhile: s[u RN + j], each output summed as dot_f32 sums it. A batch of
+ * RN rows are fetched meanwhile: out[u n + j], each output summed as dot_f32 sums it. A batch of
  * a few sequences' decode step pays one de-quantization, where a row buffer paid it in stores and loads. */
 #define FEW_ROWS(NAME, QTYPE, TN, RN)                                                                      \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
-                              int64_t k, float *s) {                                                       \
+                              int64_t k, float *out, int64_t n) {                                          \
         const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 a[TN][RN], b[TN][RN];                                                                       \
@@ -150,24 +167,30 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */          \
-            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
+        __m512 fa[TN * RN], fb[TN * RN]; /* TN RN <= 16 */                                                 \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) fa[u * RN + j] = a[u][j], fb[u * RN + j] = b[u][j];               \
+        put_rows(fold16_avx512(fa, fb, TN * RN), _mm512_setzero_ps(), TN, RN, rn, out, n);                 \
     }
 enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
 /* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
  * 32-value format: each output's partial sums 0..15 over a chunk of up to CHUNK blocks, then its sums
  * 16..31 (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at
- * once left room for one weight row, a load of x per multiply-add). s[u RN + j], each output summed as
+ * once left room for one weight row, a load of x per multiply-add). out[u n + j], each output summed as
  * dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter).
  * Each chunk's blocks are de-quantized once into val (in L1), so the multiply-adds' loop is loads and
  * multiply-adds only: the widening, shifts and lookups (on the ports the multiply-adds need) are not
  * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
  * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
- * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
-#define HALVES(NAME, QTYPE, TN, RN)                                                                        \
+ * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1).
+ * INLOOP (q4_0, q4_1 and iq4_nl rows of several chunks, LONG_ROWS): the loop of sums 0..15 de-quantizes
+ * each block in registers and stores only values 16..31 for the second loop, half the buffer's stores and
+ * loads (576 x 1536 q4_1, 8 rows: 1.10x; at one chunk, 576 wide, it was 2% slower: the buffer stays). */
+#define HALVES(NAME, QTYPE, TN, RN, INLOOP)                                                                \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
-                              int64_t k, float *s) {                                                       \
+                              int64_t k, float *out, int64_t n) {                                          \
         const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
+        const int inloop = INLOOP;                                                                         \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 sums[2][TN * RN];                                                                           \
         const uint8_t *row[RN];                                                                            \
@@ -181,7 +204,7 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
             for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c += 16)                                                       \
                     scales16(row[j] + (i0 + c) * bytes, bytes, cn - c, affine, dd[j] + c, mm[j] + c);      \
-            for (int j = 0; j < RN; j++)                                                                   \
+            for (int j = 0; j < RN && !inloop; j++)                                                        \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
                     _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
@@ -197,8 +220,16 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                     const int64_t i = i0 + c;                                                              \
                     __m512 v[RN];                                                                          \
                     for (int j = 0; j < RN; j++) {                                                         \
+                        const uint8_t *wb = row[j] + i * bytes;                                            \
                         const __m512 d = _mm512_set1_ps(dd[j][c]);                                         \
-                        v[j] = qt == Q8_0 ? half32_avx512(qt, row[j] + i * bytes, h, &d) : val[j][c][h];   \
+                        if (qt == Q8_0)                                                                    \
+                            v[j] = half32_avx512(qt, wb, h, &d);                                           \
+                        else if (!inloop || h)                                                             \
+                            v[j] = val[j][c][h];                                                           \
+                        else {                                                                             \
+                            _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                    \
+                            block32_avx512(qt, wb, d, _mm512_set1_ps(mm[j][c]), &v[j], &val[j][c][1]);     \
+                        }                                                                                  \
                     }                                                                                      \
                     for (int u = 0; u < TN; u++) {                                                         \
                         __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
@@ -210,31 +241,45 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                     for (int j = 0; j < RN; j++) sums[h][u * RN + j] = a[u][j];                            \
             }                                                                                              \
         }                                                                                                  \
-        for (int o = 0; o < TN * RN; o += 16)                                                              \
-            fold16_avx512(sums[0] + o, sums[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
+        const __m512 f0 = fold16_avx512(sums[0], sums[1], TN * RN < 16 ? TN * RN : 16);                     \
+        put_rows(f0, TN * RN > 16 ? fold16_avx512(sums[0] + 16, sums[1] + 16, TN * RN - 16) : f0, TN, RN, rn, \
+                 out, n);                                                                                  \
     }
 /* each format's kernels for 2..8 activation rows (24 sums in registers at most) */
 #define FEW_ROWS_ALL(F, QTYPE)                                                                             \
     FEW_ROWS(few2_##F, QTYPE, 2, 4)                                                                        \
     FEW_ROWS(few3_##F, QTYPE, 3, 4)                                                                        \
     FEW_ROWS(few4_##F, QTYPE, 4, 3)                                                                        \
-    HALVES(few5_##F, QTYPE, 5, 4)                                                                          \
-    HALVES(few6_##F, QTYPE, 6, 4)                                                                          \
-    HALVES(few7_##F, QTYPE, 7, 3)                                                                          \
-    HALVES(few8_##F, QTYPE, 8, 3)
+    HALVES(few5_##F, QTYPE, 5, 4, 0)                                                                       \
+    HALVES(few6_##F, QTYPE, 6, 4, 0)                                                                       \
+    HALVES(few7_##F, QTYPE, 7, 3, 0)                                                                       \
+    HALVES(few8_##F, QTYPE, 8, 3, 0)
+/* the kernels of 5..8 rows that de-quantize in the loop, for rows of several chunks (LONG_ROWS); not q5_0 and
+ * q5_1 (their two tables and fifth bits beside the 24 sums: no faster) nor q8_0 (no buffer to halve) */
+#define LONG_ALL(F, QTYPE)                                                                                 \
+    HALVES(long5_##F, QTYPE, 5, 4, 1)                                                                      \
+    HALVES(long6_##F, QTYPE, 6, 4, 1)                                                                      \
+    HALVES(long7_##F, QTYPE, 7, 3, 1)                                                                      \
+    HALVES(long8_##F, QTYPE, 8, 3, 1)
 FEW_ROWS_ALL(q8_0, Q8_0)
 FEW_ROWS_ALL(q4_0, Q4_0)
 FEW_ROWS_ALL(q4_1, Q4_1)
 FEW_ROWS_ALL(q5_0, Q5_0)
 FEW_ROWS_ALL(q5_1, Q5_1)
 FEW_ROWS_ALL(iq4_nl, IQ4_NL)
-typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *);
+LONG_ALL(q4_0, Q4_0)
+LONG_ALL(q4_1, Q4_1)
+LONG_ALL(iq4_nl, IQ4_NL)
+typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *, int64_t);
 enum { FEW_MAX = 8 };                                /* the most activation rows the kernels take */
 static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3, 4, 4, 3, 3}; /* their weight rows, by TN */
 #define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F, few5_##F, few6_##F, few7_##F, few8_##F}
 static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
     [Q8_0] = FEW_ROW(q8_0), [Q4_0] = FEW_ROW(q4_0),     [Q4_1] = FEW_ROW(q4_1),
     [Q5_0] = FEW_ROW(q5_0), [Q5_1] = FEW_ROW(q5_1), [IQ4_NL] = FEW_ROW(iq4_nl)};
+#define LONG_ROW(F) {0, 0, 0, 0, 0, long5_##F, long6_##F, long7_##F, long8_##F}
+static const few_fn LONG_ROWS[NQTYPES][FEW_MAX + 1] = {
+    [Q4_0] = LONG_ROW(q4_0), [Q4_1] = LONG_ROW(q4_1), [IQ4_NL] = LONG_ROW(iq4_nl)};
 
 /* dot_f32 of TN activation rows (x + u xs) with RN weight rows (v + j vs), 8 lanes: each output's 32
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
@@ -301,21 +346,20 @@ static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int
     vg_dequantize_f32_row(p->qtype, row, nb, v, level);
 }
 
-static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
+/* rows lo..hi - 1 of out; returns 1 where the NaNs are already written as f32_band writes them */
+static int f32_rows(fjob *p, int64_t lo, int64_t hi) {
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
     if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
-        const few_fn few = FEW[p->qtype][p->t];
+        const few_fn longer = nb > CHUNK ? LONG_ROWS[p->qtype][p->t] : 0;
+        const few_fn few = longer ? longer : FEW[p->qtype][p->t];
         const int most = FEW_RN[p->t];
-        float s[FEW_MAX * 4]; /* TN RN <= 32 */
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
-            few(p->w + r * stride, stride, nb, rn, p->x, k, s);
-            for (int u = 0; u < p->t; u++)
-                for (int j = 0; j < rn; j++) p->out[u * p->n + r + j] = s[u * most + j];
+            few(p->w + r * stride, stride, nb, rn, p->x, k, p->out + r, p->n);
         }
-        return;
+        return 1;
     }
     /* the weight rows de-quantized at once: a tile's (a decode step's: ROW_DOTS's 4 on AVX-512) */
     const int panel = avx512 ? (p->t == 1 ? 4 : TILE_R) : avx2 && p->t > 1 ? TILE2_R : 1;
@@ -328,7 +372,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
     float *v = panel * k <= room ? stack : malloc(sizeof(float) * (size_t)(panel * k));
     if (!v) {
         p->failed = 1;
-        return;
+        return 0;
     }
     for (int64_t r = lo; r < hi;) {
         const int rn = hi - r < panel ? (int)(hi - r) : panel;
@@ -369,6 +413,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
         r += rn;
     }
     if (v != stack) free(v);
+    return 0;
 }
 
 /* Which NaN a sum ends in (an input's, or the default NaN of inf - inf) depends on the order of its operands,
@@ -377,7 +422,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
  * bits. */
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     fjob *p = (fjob *)ctx;
-    f32_rows(p, lo, hi);
+    if (f32_rows(p, lo, hi)) return;
     for (int64_t t = 0; t < p->t; t++) {
         uint32_t *o = (uint32_t *)(p->out + t * p->n);
         for (int64_t r = lo; r < hi; r++) { /* every value stored: a vector loop (the branch's took 1-2% of
