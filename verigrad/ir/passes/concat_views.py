@@ -25,7 +25,7 @@ from ...shapes import Spec
 from ..program import Instr, Program, Value
 
 CHAIN_OPS = frozenset({"slice", "reshape", "permute"})
-MAX_ELEMENTS = 1 << 22  # larger arrays are not numbered (the plan's build would hold them twice)
+MAX_ELEMENTS = 1 << 22  # larger arrays are not numbered: the plan's build holds a few int32 copies
 
 
 def run(program: Program) -> Program:
@@ -79,7 +79,7 @@ def _rearrangement(
     size = math.prod(base.spec.shape)
     if size != math.prod(concat.out.spec.shape) or not 1 < size <= MAX_ELEMENTS:
         return None
-    numbers = np.arange(size, dtype=np.int64).reshape(base.spec.shape)
+    numbers = np.arange(size, dtype=np.int32).reshape(base.spec.shape)
     pieces = []
     for chain in chains:
         x = numbers
@@ -113,9 +113,9 @@ def _permuted(order: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]] | No
             return None
         dims.append((count, step))
         block *= count
-    expected = np.zeros((), np.int64)
+    expected = np.zeros((), np.int32)
     for size, stride in reversed(dims):
-        expected = np.add.outer(expected, np.arange(size, dtype=np.int64) * stride)
+        expected = np.add.outer(expected, np.arange(size, dtype=np.int32) * stride)
     if order[0] != 0 or not np.array_equal(expected.ravel(), order):
         return None
     by_stride = sorted(range(len(dims)), key=lambda d: dims[d][1])  # innermost of the base first
