@@ -175,3 +175,28 @@ def test_retain_freed_is_set_once_where_glibc_is(monkeypatch):
     monkeypatch.setattr(memory, "_done", [False])
     monkeypatch.setenv("VERIGRAD_RETAIN_MEMORY", "0")
     assert memory.retain_freed() is False
+
+
+def _advised_huge(address: int) -> bool:
+    """Whether the mapping holding `address` is advised for huge pages (its VmFlags say "hg")."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(h, 16) for h in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                return "hg" in line.split()[1:]
+    return False
+
+
+@pytest.mark.skipif(not memory.huge_pages(), reason="huge pages turned off, or not 'madvise' here")
+def test_large_arrays_allocated_after_retain_freed_lie_in_huge_pages():
+    """The heap `retain_freed` grew (`huge_heap`) is advised for huge pages, and the arrays a step then
+    allocates lie there: those below 4 MiB too, which NumPy does not advise itself (it does larger ones)."""
+    if not memory.retain_freed():
+        pytest.skip("not glibc")
+    arrays = [np.empty(1 << 20, np.uint8) for _ in range(64)]
+    advised = [_advised_huge(a.ctypes.data + a.nbytes // 2) for a in arrays]
+    assert sum(advised) >= len(arrays) // 2  # (the heap below the advised part may have room for some)

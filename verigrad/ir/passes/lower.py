@@ -14,7 +14,10 @@
   But where the backend has a kernel for the group less its members computed from one-element values
   alone (an optimizer's bias corrections), only those become instructions of their own, and the rest
   stays a group. A group a plan may merge with others (`fuse.mergeable`) stays whole however small: a
-  merged call costs less than the members of its groups.
+  merged call costs less than the members of its groups;
+- a concat whose pieces are slices, reshapes and permutes of one array that hold each of its elements
+  once becomes that array rearranged, one copy (concat_views.py: a packed gradient's pieces, each
+  copied to its layout and then all copied into the concat, as attention's backward makes them).
 
 The values of the program keep their ids (with concrete specs); new ones are numbered after them. The
 result has no backward mark and no memory plan: the plan (ir/plan.py) binds a kernel to each of its
@@ -34,6 +37,7 @@ from ...shapes import Dim, Spec
 from ...tensor import Tensor
 from ..program import Instr, Program, Value
 from ..trace import TraceMode
+from . import concat_views
 from .fuse import FusedGroup, mergeable
 
 
@@ -49,7 +53,8 @@ def run(
     backend's kernel (or None) for each composite or fused instruction left, by the id of its value:
     the plan binds it without looking it up again."""
     whole = mergeable(program) if whole is None else whole
-    return _Lowering(program, values, backend, whole, {} if natives is None else natives).lowered
+    lowered = _Lowering(program, values, backend, whole, {} if natives is None else natives).lowered
+    return concat_views.run(lowered)
 
 
 def small_exact(backend: Any, op: Any, spec: Spec, operands: Sequence[Spec]) -> bool:
