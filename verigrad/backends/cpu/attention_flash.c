@@ -542,20 +542,23 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
      * (rows 1 KiB apart would fill a few sets) */
     const int64_t lines = ((backward ? rows : S) + 7) / 8, ld = 8 * (lines + (lines % 2 == 0));
     const int64_t sn = rows + FA_BLOCK, tn = backward ? ld * (d + dv) : ld * d;
-    size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + 4 * sn);
-    count += (size_t)tn;
-    count += (size_t)(backward ? FA_KEYS * rows : 0);
-    count += (size_t)(wide + d + dv + 1 + (backward ? FA_KEYS * (d + dv) : 0));
-    double *kd = malloc(sizeof(double) * count);
+    /* each array's start a multiple of 64 bytes (the vector loops' loads split no cache line where their
+     * rows' lengths are whole vectors too) */
+    const int64_t sizes[] = {S * d, S * dv, rows * d, rows * dv, backward ? rows * d : 0, rows, rows, rows, 4 * sn,
+                             backward ? FA_KEYS * rows : 0, wide + d + dv + 1, backward ? FA_KEYS * (d + dv) : 0, tn};
+    enum { n_arrays = sizeof(sizes) / sizeof(sizes[0]) };
+    double *at[n_arrays];
+    size_t count = 0;
+    for (int i = 0; i < n_arrays; i++) count += (size_t)(sizes[i] + 7) / 8 * 8;
+    double *kd = aligned_alloc(64, sizeof(double) * count);
     if (!kd) {
         a->failed = 1;
         return;
     }
-    double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
-    double *mrow = dq + (backward ? rows * d : 0);
-    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + 4 * sn;
-    double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1;
-    double *kt = kacc + (backward ? FA_KEYS * (d + dv) : 0), *qt = kt, *gt = qt + ld * d;
+    at[0] = kd;
+    for (int i = 1; i < n_arrays; i++) at[i] = at[i - 1] + (sizes[i - 1] + 7) / 8 * 8;
+    double *vd = at[1], *qd = at[2], *gd = at[3], *dq = at[4], *mrow = at[5], *lrow = at[6], *delta = at[7];
+    double *s = at[8], *dsb = at[9], *acc = at[10], *kacc = at[11], *kt = at[12], *qt = kt, *gt = qt + ld * d;
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
         const int64_t b = unit / a->kv, g = unit % a->kv;
         int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
@@ -627,10 +630,14 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                     const int64_t c1 = t - c0 < queries ? t : c0 + queries;
                     for (int64_t j = j0; j < j0 + kb; j += 4) { /* four keys at a time */
                         const int64_t nk = j0 + kb - j < 4 ? j0 + kb - j : 4, ks = group * t, as = d + dv;
-                        /* the queries the first key sees (first[] grows with j): the others' first ones
-                         * get weight 0 (score -inf), which adds nothing (finite values) */
-                        const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
-                        if (n <= 0) continue;
+                        /* the queries the first key sees (first[] grows with j), from a multiple of 8 of
+                         * the transposed rows (whole vectors: no load splits a cache line) but not before
+                         * c0: the queries a key does not see get weight 0 (score -inf), which adds nothing
+                         * (finite values) */
+                        const int64_t seen = first[j - j0] > c0 ? first[j - j0] : c0;
+                        if (seen >= c1) continue;
+                        const int64_t back = (hh * t + seen) % 8, lo = seen - back < c0 ? c0 : seen - back;
+                        const int64_t n = c1 - lo, r0 = hh * t + lo;
                         double *ds = dsb + ((j - j0) * group + hh) * t + lo;
                         double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
                         fa_dots4(kd + j * d, d, qt + r0, ld, n, d, s, sn, nk);
