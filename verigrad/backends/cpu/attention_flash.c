@@ -132,6 +132,33 @@ static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, 
     fa_dots_plain(x, cols, ld, n, d, out);
 }
 
+#if VG_X86
+/* x . y as fa_dots_plain's sum for one column (d terms): lane l of a vector of four is a_l (the last d mod 4
+ * lanes add 0 * 0, which changes no a_l: never -0) */
+__attribute__((target("avx2,fma"))) static double fa_dot_avx2(const double *x, const double *y, int64_t d) {
+    __m256d a = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= d; i += 4) a = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i), a);
+    if (i < d) {
+        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(d - i), _mm256_set_epi64x(3, 2, 1, 0));
+        a = _mm256_fmadd_pd(_mm256_maskload_pd(x + i, m), _mm256_maskload_pd(y + i, m), a);
+    }
+    double l[4];
+    _mm256_storeu_pd(l, a);
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+#endif
+
+/* x . y in fa_dots' order (one column) */
+static double fa_dot(const double *x, const double *y, int64_t d) {
+#if VG_X86
+    if (vg_has_avx2_fma()) return fa_dot_avx2(x, y, d);
+#endif
+    double out;
+    fa_dots_plain(x, y, 1, 1, d, &out);
+    return out;
+}
+
 /* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0, else C's exp */
 static void fa_exps(double *x, int64_t n, double m) {
 #if VG_X86
@@ -519,12 +546,14 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
             fa_exps(sq, n, m);
         for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    if (nr == 4) /* four independent sums, each in j order */
+    if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
+        double l0 = l_io[0], l1 = l_io[1], l2 = l_io[2], l3 = l_io[3];
         for (int64_t j = 0; j < nmax; j++) {
-            l_io[0] = l_io[0] + s[j], l_io[1] = l_io[1] + s[FA_BLOCK + j];
-            l_io[2] = l_io[2] + s[2 * FA_BLOCK + j], l_io[3] = l_io[3] + s[3 * FA_BLOCK + j];
+            l0 = l0 + s[j], l1 = l1 + s[FA_BLOCK + j];
+            l2 = l2 + s[2 * FA_BLOCK + j], l3 = l3 + s[3 * FA_BLOCK + j];
         }
-    else
+        l_io[0] = l0, l_io[1] = l1, l_io[2] = l2, l_io[3] = l3;
+    } else
         for (int64_t q = 0; q < nr; q++)
             for (int64_t j = 0; j < nmax; j++) l_io[q] = l_io[q] + s[q * FA_BLOCK + j];
     fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr);
@@ -574,8 +603,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                 const float *gl = a->g + b * a->gs[0] + h * a->gs[1] + i * a->gs[2] + dv * a->gs[3];
                 finite &= fa_load(o, 0, a->os[3], 1, dv + 1, acc);
                 finite &= fa_load(gl, 0, 0, 1, 1, acc + dv + 1);
-                fa_dots(gd + r * dv, acc, 1, 1, dv, delta + r);
-                delta[r] = delta[r] - acc[dv + 1];
+                delta[r] = fa_dot(gd + r * dv, acc, dv) - acc[dv + 1];
                 mrow[r] = acc[dv]; /* lse_i */
             }
         }
