@@ -159,13 +159,14 @@ static double fa_dot(const double *x, const double *y, int64_t d) {
     return out;
 }
 
-/* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0, else C's exp */
-static void fa_exps(double *x, int64_t n, double m) {
+/* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0 (nonpos: 1 where the caller
+ * knows so, 0 where it knows not, -1 to check here; false for NaN), else C's exp */
+static void fa_exps(double *x, int64_t n, double m, int nonpos) {
 #if VG_X86
-    int ok = vg_has_avx2_fma();
-    if (ok && fa_avx512())
+    int ok = vg_has_avx2_fma() && nonpos != 0;
+    if (ok && nonpos < 0 && fa_avx512())
         ok = fa_nonpos_avx512(x, n, m);
-    else
+    else if (ok && nonpos < 0)
         for (int64_t j = 0; j < n && ok; j++) ok = x[j] - m <= 0.0; /* false for NaN */
     if (ok && fa_avx512()) {
         fa_exps_avx512(x, n, m);
@@ -175,6 +176,8 @@ static void fa_exps(double *x, int64_t n, double m) {
         fa_exps_avx2(x, n, m);
         return;
     }
+#else
+    (void)nonpos;
 #endif
     for (int64_t j = 0; j < n; j++) x[j] = exp(x[j] - m);
 }
@@ -364,13 +367,25 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
 /* The backward's element-wise steps over a key's n queries, eight at a time on AVX-512 (the same
  * operations on each element, so the same bits as the scalar loops) */
 #if VG_X86
-FA512 static void fa_shift_avx512(double *s, int64_t n, double scale, const double *m) {
-    const __m512d sc = _mm512_set1_pd(scale);
+FA512 static int fa_shift_avx512(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
+    const __m512d sc = _mm512_set1_pd(scale), none = _mm512_set1_pd(-INFINITY);
+    int ok = 1;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm512_storeu_pd(s + i,
-                         _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i)));
-    for (; i < n; i++) s[i] = s[i] * scale - m[i];
+    for (; i + 8 <= n; i += 8) {
+        const int64_t h = hidden - i < 0 ? 0 : hidden - i; /* lanes l >= h see the key */
+        const __mmask8 seen = h >= 8 ? 0 : (__mmask8)(0xffu << h);
+        const __m512d x = _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i));
+        ok &= _mm512_mask_cmp_pd_mask(seen, x, _mm512_setzero_pd(), _CMP_LE_OQ) == seen;
+        _mm512_storeu_pd(s + i, _mm512_mask_blend_pd(seen, none, x));
+    }
+    for (; i < n; i++) {
+        s[i] = s[i] * scale - m[i];
+        if (i < hidden)
+            s[i] = -INFINITY;
+        else
+            ok &= s[i] <= 0.0;
+    }
+    return ok;
 }
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
@@ -383,15 +398,21 @@ FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const dou
 }
 #endif
 
-/* s[i] = s[i] scale - m[i] */
-static void fa_shift(double *s, int64_t n, double scale, const double *m) {
+/* s[i] = s[i] scale - m[i], -inf for i < hidden (a key's queries that do not see it); whether each of the
+ * others is <= 0 (false for a NaN: exp's vector loops take them) */
+static int fa_shift(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
 #if VG_X86
-    if (fa_avx512()) {
-        fa_shift_avx512(s, n, scale, m);
-        return;
-    }
+    if (fa_avx512()) return fa_shift_avx512(s, n, hidden, scale, m);
 #endif
-    for (int64_t i = 0; i < n; i++) s[i] = s[i] * scale - m[i];
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = s[i] * scale - m[i];
+        if (i < hidden)
+            s[i] = -INFINITY;
+        else
+            ok &= s[i] <= 0.0;
+    }
+    return ok;
 }
 
 /* ds[i] = p[i] (ds[i] - delta[i]) scale */
@@ -542,8 +563,10 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
             for (int64_t e = 0; e < a->dv; e++) aq[e] = aq[e] * r;
             m_io[q] = m = bm;
         }
-        if (m != -INFINITY) /* every score so far -inf: weights 0 until a finite one */
-            fa_exps(sq, n, m);
+        /* every score so far -inf: weights 0 until a finite one. The scores are not NaN (finite inputs and
+         * scale: their dot products are far from overflowing), so a finite max m is at least each of them:
+         * each x - m <= 0 */
+        if (m != -INFINITY) fa_exps(sq, n, m, isfinite(m) && isfinite(a->scale) ? 1 : -1);
         for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
     if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
@@ -671,9 +694,8 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                         fa_dots4(kd + j * d, d, qt + r0, ld, n, d, s, sn, nk);
                         for (int64_t q = 0; q < nk; q++) {
                             const int64_t hidden = first[j - j0 + q] - lo;
-                            fa_shift(s + q * sn, n, a->scale, mrow + r0); /* s_ij - lse_i */
-                            for (int64_t i = 0; i < hidden && i < n; i++) s[q * sn + i] = -INFINITY;
-                            fa_exps(s + q * sn, n, 0.0);
+                            const int nonpos = fa_shift(s + q * sn, n, hidden, a->scale, mrow + r0);
+                            fa_exps(s + q * sn, n, 0.0, nonpos);
                         }
                         fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
                         fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);
