@@ -326,7 +326,25 @@ FA512F static void fa_dq4_avx512(const double *ds, int64_t js, const int64_t *fi
     }
     for (; i + 4 <= n; i += 4) {
         double *row = dq + i * d;
-        for (int64_t e = 0; e < d; e += 8) {
+        int64_t e = 0;
+        for (; e + 32 <= d; e += 32) { /* 32 columns of the four rows in registers: 4 loads, 16 FMAs a key */
+            __m512d a[16];
+            for (int v = 0; v < 16; v++) a[v] = _mm512_loadu_pd(row + (v / 4) * d + e + (v % 4) * 8);
+            for (int64_t j = 0; j < kb; j++) {
+                const double *y = k + j * d + e, *c = ds + j * js + i;
+                const __m512d y0 = _mm512_loadu_pd(y), y1 = _mm512_loadu_pd(y + 8);
+                const __m512d y2 = _mm512_loadu_pd(y + 16), y3 = _mm512_loadu_pd(y + 24);
+                for (int q = 0; q < 4; q++) {
+                    const __m512d cq = _mm512_set1_pd(c[q]);
+                    a[4 * q] = _mm512_fmadd_pd(cq, y0, a[4 * q]);
+                    a[4 * q + 1] = _mm512_fmadd_pd(cq, y1, a[4 * q + 1]);
+                    a[4 * q + 2] = _mm512_fmadd_pd(cq, y2, a[4 * q + 2]);
+                    a[4 * q + 3] = _mm512_fmadd_pd(cq, y3, a[4 * q + 3]);
+                }
+            }
+            for (int v = 0; v < 16; v++) _mm512_storeu_pd(row + (v / 4) * d + e + (v % 4) * 8, a[v]);
+        }
+        for (; e < d; e += 8) {
             __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + d + e);
             __m512d a2 = _mm512_loadu_pd(row + 2 * d + e), a3 = _mm512_loadu_pd(row + 3 * d + e);
             for (int64_t j = 0; j < kb; j++) {

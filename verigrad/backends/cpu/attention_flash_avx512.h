@@ -181,7 +181,7 @@ FA512F __attribute__((always_inline)) static inline void fa_dots4_16(const doubl
                                                                     int64_t ld, int64_t d, double *out, int64_t os,
                                                                     __mmask8 m0, __mmask8 m1, int full) {
 #define FA_COLUMN(at, m) (full ? _mm512_loadu_pd(at) : _mm512_maskz_loadu_pd(m, at))
-    __m512d h[8] = {0}; /* set by the first pair */
+    __m512d h[8];
     for (int pair = 0; pair < 4; pair += 2) {
         __m512d a[8], b[8];
         for (int k = 0; k < 8; k++) a[k] = b[k] = _mm512_setzero_pd();
