@@ -182,21 +182,6 @@ static void fa_exps(double *x, int64_t n, double m, int nonpos) {
     for (int64_t j = 0; j < n; j++) x[j] = exp(x[j] - m);
 }
 
-/* fa_exps(x + q xs, n[q], m[q], nonpos[q]) for q < nr: on AVX-512 the rows' vectors in turn (where every
- * row takes the vector loop), so that more exps run side by side than a short row has */
-static void fa_exps_rows(double *x, int64_t xs, int64_t nr, const int64_t *n, const double *m, const int *nonpos) {
-#if VG_X86
-    int all = fa_avx512() && vg_has_avx2_fma();
-    for (int64_t q = 0; q < nr && all; q++)
-        all = n[q] == 0 || nonpos[q] > 0 || (nonpos[q] < 0 && fa_nonpos_avx512(x + q * xs, n[q], m[q]));
-    if (all) {
-        fa_exps_rows_avx512(x, xs, nr, n, m);
-        return;
-    }
-#endif
-    for (int64_t q = 0; q < nr; q++) fa_exps(x + q * xs, n[q], m[q], nonpos[q]);
-}
-
 /* acc[e] += sum_{r<n} c[r] rows[r][e], e < d, in r order */
 static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
 #if VG_X86
@@ -577,8 +562,6 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
     for (int64_t q = 0; q < nr; q++) nmax = nb[q] > nmax ? nb[q] : nmax;
     if (nmax == 0) return;
     fa_dots4(qi, a->d, kt, ld, nmax, a->d, s, FA_BLOCK, nr);
-    int64_t ns[4];
-    int nonpos[4];
     for (int64_t q = 0; q < nr; q++) {
         double *sq = s + q * FA_BLOCK, *aq = acc + q * a->dv, m = m_io[q];
         const int64_t n = nb[q];
@@ -601,11 +584,9 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
         /* every score so far -inf: weights 0 until a finite one. The scores are not NaN (finite inputs and
          * scale: their dot products are far from overflowing), so a finite max m is at least each of them:
          * each x - m <= 0 */
-        ns[q] = m != -INFINITY ? n : 0;
-        nonpos[q] = isfinite(m) && isfinite(a->scale) ? 1 : -1;
-        for (int64_t j = ns[q]; j < nmax; j++) sq[j] = 0.0;
+        if (m != -INFINITY) fa_exps(sq, n, m, isfinite(m) && isfinite(a->scale) ? 1 : -1);
+        for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    fa_exps_rows(s, FA_BLOCK, nr, ns, m_io, nonpos);
     if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
         double l0 = l_io[0], l1 = l_io[1], l2 = l_io[2], l3 = l_io[3];
         for (int64_t j = 0; j < nmax; j++) {
@@ -729,12 +710,11 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                         double *ds = dsb + ((j - j0) * group + hh) * t + lo;
                         double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
                         fa_dots4(kd + j * d, d, qt + r0, ld, n, d, s, sn, nk);
-                        int64_t ns[4] = {n, n, n, n};
-                        const double zeros[4] = {0.0, 0.0, 0.0, 0.0};
-                        int nonpos[4];
-                        for (int64_t q = 0; q < nk; q++) /* s_ij - lse_i */
-                            nonpos[q] = fa_shift(s + q * sn, n, first[j - j0 + q] - lo, a->scale, mrow + r0);
-                        fa_exps_rows(s, sn, nk, ns, zeros, nonpos);
+                        for (int64_t q = 0; q < nk; q++) {
+                            const int64_t hidden = first[j - j0 + q] - lo;
+                            const int nonpos = fa_shift(s + q * sn, n, hidden, a->scale, mrow + r0);
+                            fa_exps(s + q * sn, n, 0.0, nonpos);
+                        }
                         fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
                         fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);
                         for (int64_t q = 0; q < nk; q++) fa_ds(ds + q * ks, s + q * sn, n, delta + r0, a->scale);

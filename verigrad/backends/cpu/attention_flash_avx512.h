@@ -148,19 +148,6 @@ FA512F static void fa_exps_avx512(double *x, int64_t n, double m) {
     }
 }
 
-/* fa_exps_avx512(x + q xs, n[q], m[q]) for q < nr, a vector of each row in turn */
-FA512F static void fa_exps_rows_avx512(double *x, int64_t xs, int64_t nr, const int64_t *n, const double *m) {
-    int64_t most = 0;
-    for (int64_t q = 0; q < nr; q++) most = n[q] > most ? n[q] : most;
-    for (int64_t j = 0; j < most; j += 8)
-        for (int64_t q = 0; q < nr; q++) {
-            if (j >= n[q]) continue;
-            const __mmask8 in = n[q] - j < 8 ? (__mmask8)((1u << (n[q] - j)) - 1) : (__mmask8)0xff;
-            double *y = x + q * xs + j;
-            _mm512_mask_storeu_pd(y, in, fa_exp8(_mm512_sub_pd(_mm512_maskz_loadu_pd(in, y), _mm512_set1_pd(m[q]))));
-        }
-}
-
 /* s[j] = s[j] scale for j < n and the largest of them and m, for finite s (fa_row's loop, whose result
  * differs only in the sign of a zero maximum: no exp(x - m) or comparison with m sees it) */
 FA512 static double fa_scale_max_avx512(double *s, int64_t n, double scale, double m) {
