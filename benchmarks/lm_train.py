@@ -27,6 +27,7 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --sizes lora --steps 1 --repeats 3 --warmup 1
     python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
     python benchmarks/lm_train.py --attention           # the small GPT's attention kernels against PyTorch's
+    python benchmarks/lm_train.py --attention --sizes small,base  # and the base GPT's (context 256)
     python benchmarks/lm_train.py --matmul              # the small GPT's products and loss against PyTorch's
     python benchmarks/lm_train.py --compiled            # its compiled step against its eager one, one process
     python benchmarks/lm_train.py --kernels             # its compiled step's kernels on 1 and 2 threads
@@ -322,19 +323,31 @@ def run(args: argparse.Namespace) -> None:
 
 
 def attention_layer(args: argparse.Namespace) -> None:
-    """The small GPT's attention alone (B 8, H 4, T 128, head 32; q, k, v views of one qkv projection),
-    one thread: verigrad's attention_lse and attention_grad kernels against PyTorch's
-    scaled_dot_product_attention (its flash kernel), forward and forward + backward, calls alternating in
-    one process (the machine's load moves both alike); milliseconds, minimum and median of each."""
+    """A GPT's attention alone (`small`: B 8, H 4, T 128, head 32; with `--sizes base`, also its B 8, H 5,
+    T 256, head 64; q, k, v views of one qkv projection), one thread: verigrad's attention_lse and
+    attention_grad kernels against PyTorch's scaled_dot_product_attention (its flash kernel), forward and
+    forward + backward, calls alternating in one process; milliseconds of process CPU time (what other
+    processes take of the machine is not counted), minimum and median of each."""
     import torch
 
+    import verigrad
+
+    verigrad.set_threads(1)
+    torch.set_num_threads(1)
+    names = [s for s in args.sizes if s in SIZES] if args.sizes_given else ["small"]
+    for name in names:
+        size = SIZES[name]
+        print(f"{name}: B {size.batch}, H {size.heads}, T {size.context}, head {size.width // size.heads}")
+        _attention_layer_of(args, torch, size)
+
+
+def _attention_layer_of(args: argparse.Namespace, torch: Any, size: Size) -> None:
+    """attention_layer's timings for one size."""
     import verigrad
     from verigrad import ops
     from verigrad.backends import cpu
 
-    verigrad.set_threads(1)
-    torch.set_num_threads(1)
-    b, h, t, d = 8, 4, 128, 32
+    b, h, t, d = size.batch, size.heads, size.context, size.width // size.heads
     rng = np.random.default_rng(0)
     qkv = rng.uniform(-2, 2, (b, t, 3, h, d)).astype(np.float32)
     q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
@@ -359,9 +372,9 @@ def attention_layer(args: argparse.Namespace) -> None:
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(args.repeats * 20):
         for name, call in calls.items():
-            start = time.perf_counter()
+            start = time.process_time()
             call()
-            times[name].append((time.perf_counter() - start) * 1e3)
+            times[name].append((time.process_time() - start) * 1e3)
     for name, ms in times.items():
         print(f"{name:26s} min {min(ms):6.2f} ms  median {statistics.median(ms):6.2f} ms")
     ours = [f + b for f, b in zip(times["verigrad forward"], times["verigrad backward"], strict=True)]
@@ -725,7 +738,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-torch-compile", dest="torch_compile", action="store_false")
     parser.add_argument("--profile", action="store_true", help="profile verigrad's eager step instead")
     parser.add_argument(
-        "--attention", action="store_true", help="time the small GPT's attention kernels against PyTorch's"
+        "--attention",
+        action="store_true",
+        help="time the small (--sizes: and base) GPT's attention kernels against PyTorch's (CPU time)",
     )
     parser.add_argument(
         "--matmul",

@@ -81,6 +81,34 @@ def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
 
 
 @needs_cc
+@pytest.mark.skipif(not has_avx512(), reason="no AVX-512 on this machine: one path")
+def test_attention_grad_keys_past_a_rows_log_sum_exp_give_the_avx2_bits():
+    """attention_grad takes any forward result: where a row's log-sum-exp lies below some of its scores
+    (exp(s - lse) > 1), the keys that see it take C's exp and the others of their group of four the vector
+    loop; the reference's result rounded, and the AVX-512 and AVX2 paths give the same bits on every
+    thread count."""
+    rng = np.random.default_rng(4)
+    b, h, t, d = 1, 2, 45, 16
+    q, k, v = (rng.uniform(-2, 2, (b, h, t, d)).astype(np.float32) for _ in range(3))
+    g = rng.uniform(-2, 2, (b, h, t, d + 1)).astype(np.float32)
+    out = ops.attention_lse.reference(q, k, v, scale=None)
+    out[:, :, 30:33, d] -= np.float32(2.5)  # below some of their keys' scores (keys 12-14 of 12-15: a mix)
+    was = attention_avx512(0)
+    try:
+        want = cpu.cpu.native(ops.attention_grad, vg.f32)(g, q, k, v, out, scale=None)
+        reference = ops.attention_grad.reference(g, q, k, v, out, scale=None).astype(np.float64)
+        assert np.abs(want - reference).max() <= 2.0**-22 * np.abs(reference).max()
+        attention_avx512(1)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            got = cpu.cpu.native(ops.attention_grad, vg.f32)(g, q, k, v, out, scale=None)
+            np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{threads} threads")
+    finally:
+        vg.set_threads(1)
+        attention_avx512(was)
+
+
+@needs_cc
 @pytest.mark.skipif(not (has_avx512() and intel()), reason="the rule is for Intel's AVX-512 cores")
 def test_on_intel_a_linear_layers_product_is_openblass_and_a_short_one_the_dot_products():
     rng = np.random.default_rng(5)

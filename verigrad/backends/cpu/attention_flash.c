@@ -132,13 +132,41 @@ static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, 
     fa_dots_plain(x, cols, ld, n, d, out);
 }
 
-/* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0, else C's exp */
-static void fa_exps(double *x, int64_t n, double m) {
 #if VG_X86
-    int ok = vg_has_avx2_fma();
-    if (ok && fa_avx512())
+/* x . y as fa_dots_plain's sum for one column (d terms): lane l of a vector of four is a_l (the last d mod 4
+ * lanes add 0 * 0, which changes no a_l: never -0) */
+__attribute__((target("avx2,fma"))) static double fa_dot_avx2(const double *x, const double *y, int64_t d) {
+    __m256d a = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= d; i += 4) a = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(y + i), a);
+    if (i < d) {
+        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(d - i), _mm256_set_epi64x(3, 2, 1, 0));
+        a = _mm256_fmadd_pd(_mm256_maskload_pd(x + i, m), _mm256_maskload_pd(y + i, m), a);
+    }
+    double l[4];
+    _mm256_storeu_pd(l, a);
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+#endif
+
+/* x . y in fa_dots' order (one column) */
+static double fa_dot(const double *x, const double *y, int64_t d) {
+#if VG_X86
+    if (vg_has_avx2_fma()) return fa_dot_avx2(x, y, d);
+#endif
+    double out;
+    fa_dots_plain(x, y, 1, 1, d, &out);
+    return out;
+}
+
+/* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0 (nonpos: 1 where the caller
+ * knows so, 0 where it knows not, -1 to check here; false for NaN), else C's exp */
+static void fa_exps(double *x, int64_t n, double m, int nonpos) {
+#if VG_X86
+    int ok = vg_has_avx2_fma() && nonpos != 0;
+    if (ok && nonpos < 0 && fa_avx512())
         ok = fa_nonpos_avx512(x, n, m);
-    else
+    else if (ok && nonpos < 0)
         for (int64_t j = 0; j < n && ok; j++) ok = x[j] - m <= 0.0; /* false for NaN */
     if (ok && fa_avx512()) {
         fa_exps_avx512(x, n, m);
@@ -148,6 +176,8 @@ static void fa_exps(double *x, int64_t n, double m) {
         fa_exps_avx2(x, n, m);
         return;
     }
+#else
+    (void)nonpos;
 #endif
     for (int64_t j = 0; j < n; j++) x[j] = exp(x[j] - m);
 }
@@ -296,7 +326,25 @@ FA512F static void fa_dq4_avx512(const double *ds, int64_t js, const int64_t *fi
     }
     for (; i + 4 <= n; i += 4) {
         double *row = dq + i * d;
-        for (int64_t e = 0; e < d; e += 8) {
+        int64_t e = 0;
+        for (; e + 32 <= d; e += 32) { /* 32 columns of the four rows in registers: 4 loads, 16 FMAs a key */
+            __m512d a[16];
+            for (int v = 0; v < 16; v++) a[v] = _mm512_loadu_pd(row + (v / 4) * d + e + (v % 4) * 8);
+            for (int64_t j = 0; j < kb; j++) {
+                const double *y = k + j * d + e, *c = ds + j * js + i;
+                const __m512d y0 = _mm512_loadu_pd(y), y1 = _mm512_loadu_pd(y + 8);
+                const __m512d y2 = _mm512_loadu_pd(y + 16), y3 = _mm512_loadu_pd(y + 24);
+                for (int q = 0; q < 4; q++) {
+                    const __m512d cq = _mm512_set1_pd(c[q]);
+                    a[4 * q] = _mm512_fmadd_pd(cq, y0, a[4 * q]);
+                    a[4 * q + 1] = _mm512_fmadd_pd(cq, y1, a[4 * q + 1]);
+                    a[4 * q + 2] = _mm512_fmadd_pd(cq, y2, a[4 * q + 2]);
+                    a[4 * q + 3] = _mm512_fmadd_pd(cq, y3, a[4 * q + 3]);
+                }
+            }
+            for (int v = 0; v < 16; v++) _mm512_storeu_pd(row + (v / 4) * d + e + (v % 4) * 8, a[v]);
+        }
+        for (; e < d; e += 8) {
             __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + d + e);
             __m512d a2 = _mm512_loadu_pd(row + 2 * d + e), a3 = _mm512_loadu_pd(row + 3 * d + e);
             for (int64_t j = 0; j < kb; j++) {
@@ -337,13 +385,25 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
 /* The backward's element-wise steps over a key's n queries, eight at a time on AVX-512 (the same
  * operations on each element, so the same bits as the scalar loops) */
 #if VG_X86
-FA512 static void fa_shift_avx512(double *s, int64_t n, double scale, const double *m) {
-    const __m512d sc = _mm512_set1_pd(scale);
+FA512 static int fa_shift_avx512(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
+    const __m512d sc = _mm512_set1_pd(scale), none = _mm512_set1_pd(-INFINITY);
+    int ok = 1;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm512_storeu_pd(s + i,
-                         _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i)));
-    for (; i < n; i++) s[i] = s[i] * scale - m[i];
+    for (; i + 8 <= n; i += 8) {
+        const int64_t h = hidden - i < 0 ? 0 : hidden - i; /* lanes l >= h see the key */
+        const __mmask8 seen = h >= 8 ? 0 : (__mmask8)(0xffu << h);
+        const __m512d x = _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i));
+        ok &= _mm512_mask_cmp_pd_mask(seen, x, _mm512_setzero_pd(), _CMP_LE_OQ) == seen;
+        _mm512_storeu_pd(s + i, _mm512_mask_blend_pd(seen, none, x));
+    }
+    for (; i < n; i++) {
+        s[i] = s[i] * scale - m[i];
+        if (i < hidden)
+            s[i] = -INFINITY;
+        else
+            ok &= s[i] <= 0.0;
+    }
+    return ok;
 }
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
@@ -356,15 +416,21 @@ FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const dou
 }
 #endif
 
-/* s[i] = s[i] scale - m[i] */
-static void fa_shift(double *s, int64_t n, double scale, const double *m) {
+/* s[i] = s[i] scale - m[i], -inf for i < hidden (a key's queries that do not see it); whether each of the
+ * others is <= 0 (false for a NaN: exp's vector loops take them) */
+static int fa_shift(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
 #if VG_X86
-    if (fa_avx512()) {
-        fa_shift_avx512(s, n, scale, m);
-        return;
-    }
+    if (fa_avx512()) return fa_shift_avx512(s, n, hidden, scale, m);
 #endif
-    for (int64_t i = 0; i < n; i++) s[i] = s[i] * scale - m[i];
+    int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = s[i] * scale - m[i];
+        if (i < hidden)
+            s[i] = -INFINITY;
+        else
+            ok &= s[i] <= 0.0;
+    }
+    return ok;
 }
 
 /* ds[i] = p[i] (ds[i] - delta[i]) scale */
@@ -515,16 +581,20 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
             for (int64_t e = 0; e < a->dv; e++) aq[e] = aq[e] * r;
             m_io[q] = m = bm;
         }
-        if (m != -INFINITY) /* every score so far -inf: weights 0 until a finite one */
-            fa_exps(sq, n, m);
+        /* every score so far -inf: weights 0 until a finite one. The scores are not NaN (finite inputs and
+         * scale: their dot products are far from overflowing), so a finite max m is at least each of them:
+         * each x - m <= 0 */
+        if (m != -INFINITY) fa_exps(sq, n, m, isfinite(m) && isfinite(a->scale) ? 1 : -1);
         for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    if (nr == 4) /* four independent sums, each in j order */
+    if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
+        double l0 = l_io[0], l1 = l_io[1], l2 = l_io[2], l3 = l_io[3];
         for (int64_t j = 0; j < nmax; j++) {
-            l_io[0] = l_io[0] + s[j], l_io[1] = l_io[1] + s[FA_BLOCK + j];
-            l_io[2] = l_io[2] + s[2 * FA_BLOCK + j], l_io[3] = l_io[3] + s[3 * FA_BLOCK + j];
+            l0 = l0 + s[j], l1 = l1 + s[FA_BLOCK + j];
+            l2 = l2 + s[2 * FA_BLOCK + j], l3 = l3 + s[3 * FA_BLOCK + j];
         }
-    else
+        l_io[0] = l0, l_io[1] = l1, l_io[2] = l2, l_io[3] = l3;
+    } else
         for (int64_t q = 0; q < nr; q++)
             for (int64_t j = 0; j < nmax; j++) l_io[q] = l_io[q] + s[q * FA_BLOCK + j];
     fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr);
@@ -542,20 +612,23 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
      * (rows 1 KiB apart would fill a few sets) */
     const int64_t lines = ((backward ? rows : S) + 7) / 8, ld = 8 * (lines + (lines % 2 == 0));
     const int64_t sn = rows + FA_BLOCK, tn = backward ? ld * (d + dv) : ld * d;
-    size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + 4 * sn);
-    count += (size_t)tn;
-    count += (size_t)(backward ? FA_KEYS * rows : 0);
-    count += (size_t)(wide + d + dv + 1 + (backward ? FA_KEYS * (d + dv) : 0));
-    double *kd = malloc(sizeof(double) * count);
+    /* each array's start a multiple of 64 bytes (the vector loops' loads split no cache line where their
+     * rows' lengths are whole vectors too) */
+    const int64_t sizes[] = {S * d, S * dv, rows * d, rows * dv, backward ? rows * d : 0, rows, rows, rows, 4 * sn,
+                             backward ? FA_KEYS * rows : 0, wide + d + dv + 1, backward ? FA_KEYS * (d + dv) : 0, tn};
+    enum { n_arrays = sizeof(sizes) / sizeof(sizes[0]) };
+    double *at[n_arrays];
+    size_t count = 0;
+    for (int i = 0; i < n_arrays; i++) count += (size_t)(sizes[i] + 7) / 8 * 8;
+    double *kd = aligned_alloc(64, sizeof(double) * count);
     if (!kd) {
         a->failed = 1;
         return;
     }
-    double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
-    double *mrow = dq + (backward ? rows * d : 0);
-    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + 4 * sn;
-    double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1;
-    double *kt = kacc + (backward ? FA_KEYS * (d + dv) : 0), *qt = kt, *gt = qt + ld * d;
+    at[0] = kd;
+    for (int i = 1; i < n_arrays; i++) at[i] = at[i - 1] + (sizes[i - 1] + 7) / 8 * 8;
+    double *vd = at[1], *qd = at[2], *gd = at[3], *dq = at[4], *mrow = at[5], *lrow = at[6], *delta = at[7];
+    double *s = at[8], *dsb = at[9], *acc = at[10], *kacc = at[11], *kt = at[12], *qt = kt, *gt = qt + ld * d;
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
         const int64_t b = unit / a->kv, g = unit % a->kv;
         int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
@@ -571,8 +644,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                 const float *gl = a->g + b * a->gs[0] + h * a->gs[1] + i * a->gs[2] + dv * a->gs[3];
                 finite &= fa_load(o, 0, a->os[3], 1, dv + 1, acc);
                 finite &= fa_load(gl, 0, 0, 1, 1, acc + dv + 1);
-                fa_dots(gd + r * dv, acc, 1, 1, dv, delta + r);
-                delta[r] = delta[r] - acc[dv + 1];
+                delta[r] = fa_dot(gd + r * dv, acc, dv) - acc[dv + 1];
                 mrow[r] = acc[dv]; /* lse_i */
             }
         }
@@ -627,18 +699,21 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                     const int64_t c1 = t - c0 < queries ? t : c0 + queries;
                     for (int64_t j = j0; j < j0 + kb; j += 4) { /* four keys at a time */
                         const int64_t nk = j0 + kb - j < 4 ? j0 + kb - j : 4, ks = group * t, as = d + dv;
-                        /* the queries the first key sees (first[] grows with j): the others' first ones
-                         * get weight 0 (score -inf), which adds nothing (finite values) */
-                        const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
-                        if (n <= 0) continue;
+                        /* the queries the first key sees (first[] grows with j), from a multiple of 8 of
+                         * the transposed rows (whole vectors: no load splits a cache line) but not before
+                         * c0: the queries a key does not see get weight 0 (score -inf), which adds nothing
+                         * (finite values) */
+                        const int64_t seen = first[j - j0] > c0 ? first[j - j0] : c0;
+                        if (seen >= c1) continue;
+                        const int64_t back = (hh * t + seen) % 8, lo = seen - back < c0 ? c0 : seen - back;
+                        const int64_t n = c1 - lo, r0 = hh * t + lo;
                         double *ds = dsb + ((j - j0) * group + hh) * t + lo;
                         double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
                         fa_dots4(kd + j * d, d, qt + r0, ld, n, d, s, sn, nk);
                         for (int64_t q = 0; q < nk; q++) {
                             const int64_t hidden = first[j - j0 + q] - lo;
-                            fa_shift(s + q * sn, n, a->scale, mrow + r0); /* s_ij - lse_i */
-                            for (int64_t i = 0; i < hidden && i < n; i++) s[q * sn + i] = -INFINITY;
-                            fa_exps(s + q * sn, n, 0.0);
+                            const int nonpos = fa_shift(s + q * sn, n, hidden, a->scale, mrow + r0);
+                            fa_exps(s + q * sn, n, 0.0, nonpos);
                         }
                         fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
                         fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);

@@ -172,44 +172,63 @@ static inline __mmask8 fa_mask8(int64_t left) {
     return left >= 8 ? (__mmask8)0xff : left <= 0 ? (__mmask8)0 : (__mmask8)((1u << left) - 1);
 }
 
-/* fa_dots_avx512 of four vectors x + q xs (q < 4) into out + q os: each loaded column serves the four.
- * Each partial sum a_l (i = l mod 4, in i order, from +0) and (a0 + a1) + (a2 + a3) as fa_dots_avx512
- * computes them, so the same bits; the partials are taken two at a time (16 keys of 4 rows: 8 vectors
- * each), the first pair's sums kept while the second's run. */
+/* fa_dots_avx512 of four vectors x + q xs (q < 4) into out + q os, for 16 columns c (lanes m0, m1; full:
+ * all of them, loaded whole): each loaded column serves the four. Each partial sum a_l (i = l mod 4, in i
+ * order, from +0) and (a0 + a1) + (a2 + a3) as fa_dots_avx512 computes them, so the same bits; the partials
+ * are taken two at a time (16 keys of 4 rows: 8 vectors each), the first pair's sums kept while the
+ * second's run. */
+FA512F __attribute__((always_inline)) static inline void fa_dots4_16(const double *x, int64_t xs, const double *c,
+                                                                    int64_t ld, int64_t d, double *out, int64_t os,
+                                                                    __mmask8 m0, __mmask8 m1, int full) {
+#define FA_COLUMN(at, m) (full ? _mm512_loadu_pd(at) : _mm512_maskz_loadu_pd(m, at))
+    __m512d h[8];
+    for (int pair = 0; pair < 4; pair += 2) {
+        __m512d a[8], b[8];
+        for (int k = 0; k < 8; k++) a[k] = b[k] = _mm512_setzero_pd();
+        for (int64_t i = pair; i < d; i += 4) {
+            const __m512d y0 = FA_COLUMN(c + i * ld, m0), y1 = FA_COLUMN(c + i * ld + 8, m1);
+            for (int q = 0; q < 4; q++) {
+                const __m512d xq = _mm512_set1_pd(x[q * xs + i]);
+                a[2 * q] = _mm512_fmadd_pd(xq, y0, a[2 * q]);
+                a[2 * q + 1] = _mm512_fmadd_pd(xq, y1, a[2 * q + 1]);
+            }
+            if (i + 1 >= d) break;
+            const __m512d z0 = FA_COLUMN(c + (i + 1) * ld, m0), z1 = FA_COLUMN(c + (i + 1) * ld + 8, m1);
+            for (int q = 0; q < 4; q++) {
+                const __m512d xq = _mm512_set1_pd(x[q * xs + i + 1]);
+                b[2 * q] = _mm512_fmadd_pd(xq, z0, b[2 * q]);
+                b[2 * q + 1] = _mm512_fmadd_pd(xq, z1, b[2 * q + 1]);
+            }
+        }
+        for (int k = 0; k < 8; k++) {
+            const __m512d ab = _mm512_add_pd(a[k], b[k]);
+            if (pair == 0) {
+                h[k] = ab;
+                continue;
+            }
+            double *at = out + (k / 2) * os + (k % 2) * 8;
+            if (full)
+                _mm512_storeu_pd(at, _mm512_add_pd(h[k], ab));
+            else
+                _mm512_mask_storeu_pd(at, k % 2 ? m1 : m0, _mm512_add_pd(h[k], ab));
+        }
+    }
+#undef FA_COLUMN
+}
+
+/* fa_dots4_16 over n columns: whole blocks of 16 loaded unmasked, the common head sizes' loops unrolled */
 FA512F static void fa_dots4_avx512(const double *x, int64_t xs, const double *cols, int64_t ld, int64_t n,
                                    int64_t d, double *out, int64_t os) {
     for (int64_t r = 0; r < n; r += 16) {
         const __mmask8 m0 = fa_mask8(n - r), m1 = fa_mask8(n - r - 8);
-        const double *c = cols + r;
-        __m512d h[8];
-        for (int pair = 0; pair < 4; pair += 2) {
-            __m512d a[8], b[8];
-            for (int k = 0; k < 8; k++) a[k] = b[k] = _mm512_setzero_pd();
-            for (int64_t i = pair; i < d; i += 4) {
-                const __m512d y0 = _mm512_maskz_loadu_pd(m0, c + i * ld), y1 = _mm512_maskz_loadu_pd(m1, c + i * ld + 8);
-                for (int q = 0; q < 4; q++) {
-                    const __m512d xq = _mm512_set1_pd(x[q * xs + i]);
-                    a[2 * q] = _mm512_fmadd_pd(xq, y0, a[2 * q]);
-                    a[2 * q + 1] = _mm512_fmadd_pd(xq, y1, a[2 * q + 1]);
-                }
-                if (i + 1 >= d) break;
-                const __m512d z0 = _mm512_maskz_loadu_pd(m0, c + (i + 1) * ld);
-                const __m512d z1 = _mm512_maskz_loadu_pd(m1, c + (i + 1) * ld + 8);
-                for (int q = 0; q < 4; q++) {
-                    const __m512d xq = _mm512_set1_pd(x[q * xs + i + 1]);
-                    b[2 * q] = _mm512_fmadd_pd(xq, z0, b[2 * q]);
-                    b[2 * q + 1] = _mm512_fmadd_pd(xq, z1, b[2 * q + 1]);
-                }
-            }
-            for (int k = 0; k < 8; k++) {
-                const __m512d ab = _mm512_add_pd(a[k], b[k]);
-                if (pair == 0) {
-                    h[k] = ab;
-                    continue;
-                }
-                _mm512_mask_storeu_pd(out + (k / 2) * os + r + (k % 2) * 8, k % 2 ? m1 : m0, _mm512_add_pd(h[k], ab));
-            }
-        }
+        if (m1 != 0xff)
+            fa_dots4_16(x, xs, cols + r, ld, d, out + r, os, m0, m1, 0);
+        else if (d == 32)
+            fa_dots4_16(x, xs, cols + r, ld, 32, out + r, os, m0, m1, 1);
+        else if (d == 64)
+            fa_dots4_16(x, xs, cols + r, ld, 64, out + r, os, m0, m1, 1);
+        else
+            fa_dots4_16(x, xs, cols + r, ld, d, out + r, os, m0, m1, 1);
     }
 }
 
