@@ -305,9 +305,10 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
-    if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
-        const few_fn few = FEW[p->qtype][p->t];
-        const int most = FEW_RN[p->t];
+    int most = p->t >= 2 && p->t <= FEW_MAX ? FEW_RN[p->t] : 0;
+    few_fn few = avx512 && most ? FEW[p->qtype][p->t] : 0;
+    if (avx512 && !few) few = vg_few_rows_k_avx512(p->qtype, p->t, &most); /* the K formats' */
+    if (few) { /* a few rows: no row buffer */
         float s[FEW_MAX * 4]; /* TN RN <= 32 */
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
