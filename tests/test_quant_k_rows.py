@@ -1,0 +1,77 @@
+"""qmatmul's f32-activation kernels of the 256-value formats on 1 to 8 activation rows (a decode step, a
+server's batched step: q4_k, q5_k and q6_k take quant_f32_k_rows.c's kernels on AVX-512, each block
+de-quantized once for all rows, 6, 4 or 3 weight rows at a time): every row of a batch has the bits of the
+same row alone and the reference's, on every vector path and 1-3 threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.backends.cpu import quant as cpu_quant
+from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, random_blocks
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+K_QTYPES = tuple(q for q in BLOCK_QTYPES if FORMATS[q].block == 256)
+
+
+def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
+    """The same bits, a NaN standing for any NaN (the reference's and a kernel's payloads may differ)."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, where)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32), where)
+
+
+@pytest.mark.parametrize("qtype", K_QTYPES)
+def test_a_rows_bits_do_not_depend_on_its_batch(qtype, monkeypatch):
+    """Rows of 1 block, 5 (two chunks of 2 and a part) and SmolLM2's 1536 values (3 chunks); 13 weight rows
+    (groups of 6, 4 and 3 and a remainder of each) in bands of a row or two: each of 1 to 8 activation rows
+    has the bits of the same row alone and the reference's."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    rng = np.random.default_rng(31)
+    try:
+        for k in (256, 256 * 5, 1536):
+            raw = random_blocks(rng, qtype, 13, k)
+            x = rng.standard_normal((8, k)).astype(np.float32)
+            x[6] *= np.float32(1e30)
+            with np.errstate(all="ignore"):
+                want = reference(x, raw, qtype)
+            for path in cpu_quant.PATHS:
+                taken = cpu_quant.path(path)
+                for threads in (1, 2, 3):
+                    vg.set_threads(threads)
+                    alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
+                    _assert_same(alone, want, f"{taken} {threads} k={k} alone")
+                    for t in range(2, 9):
+                        got = kernel(x[:t], raw, qtype=qtype)
+                        _assert_same(got, alone[:t], f"{taken} {threads} k={k} t={t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)
+
+
+@pytest.mark.parametrize("qtype", ["q4_k", "q5_k", "q6_k"])
+def test_raw_blocks_and_infinities_give_the_reference_bits(qtype):
+    """Blocks of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with
+    infinities, for 2 to 8 rows at once and a row of them alone, on every path."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    k, n = 768, 7
+    rng = np.random.default_rng(32)
+    raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
+    x = rng.standard_normal((8, k)).astype(np.float32)
+    x[2, 5], x[7, 700] = np.inf, -np.inf
+    try:
+        for path in cpu_quant.PATHS:
+            taken = cpu_quant.path(path)
+            for t in range(1, 9):
+                with np.errstate(all="ignore"):
+                    want = reference(x[:t], raw, qtype)
+                _assert_same(kernel(x[:t], raw, qtype=qtype), want, f"{taken} t={t}")
+    finally:
+        cpu_quant.simd(True)
