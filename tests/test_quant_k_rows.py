@@ -1,6 +1,6 @@
 """qmatmul's f32-activation kernels of the 256-value formats on 1 to 8 activation rows (a decode step, a
-server's batched step: q4_k, q5_k and q6_k take quant_f32_k_rows.c's kernels on AVX-512, each block
-de-quantized once for all rows, 6, 4 or 3 weight rows at a time): every row of a batch has the bits of the
+server's batched step: quant_f32_k_rows.c's kernels on AVX-512, each block de-quantized once for all
+rows, 6, 4 or 3 weight rows at a time): every row of a batch has the bits of the
 same row alone and the reference's, on every vector path and 1-3 threads."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_a_rows_bits_do_not_depend_on_its_batch(qtype, monkeypatch):
         cpu_quant.simd(True)
 
 
-@pytest.mark.parametrize("qtype", ["q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("qtype", K_QTYPES)
 def test_raw_blocks_and_infinities_give_the_reference_bits(qtype):
     """Blocks of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with
     infinities, for 2 to 8 rows at once and a row of them alone, on every path."""

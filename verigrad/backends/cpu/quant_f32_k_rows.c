@@ -1,14 +1,14 @@
-/* The f32 products of 2 to 8 activation rows (a server's batched decode step) with q4_k, q5_k or q6_k
- * weights on AVX-512, which quant_f32_tiles.c takes as it takes its FEW_ROWS and HALVES for the 32-value
- * formats: RN weight rows at a time, each block de-quantized once for all the activation rows (where the
- * row buffer's tiles of 4 activation rows paid it again at 5 to 8 rows, and streamed the panel from L2).
+/* The f32 products of 2 to 8 activation rows (a server's batched decode step) with weights of a 256-value
+ * format (q4_k, q5_k, q6_k, q2_k, q3_k, iq4_xs) on AVX-512, which quant_f32_tiles.c takes as it takes its
+ * FEW_ROWS and HALVES for the 32-value formats, in place of a panel of de-quantized rows and tiles of 4
+ * activation rows (a panel past L1, read again by each tile).
  *
- * A chunk of up to KCHUNK blocks of each of the RN rows is de-quantized into val (in L1) by
- * quant_k_avx512.h's value makers (the decode kernels' operations: the reference's values); then each
- * output's partial sums 0..15 are summed over the chunk, then its sums 16..31: TN RN accumulators (24 at
- * most), TN loads of x and RN of val for TN RN fused multiply-adds. Each output is summed as dot_f32 sums
- * it (sums 0..15 and 16..31 are separate chains of increasing k), so a row's bits do not depend on how
- * many rows there are or what the others hold.
+ * RN weight rows at a time, a chunk of up to KCHUNK blocks of each is de-quantized into val (in L1) by
+ * quant_k_avx512.h's value makers (the decode kernels' operations: the reference's values; the rarer
+ * formats by their row de-quantization); then each output's partial sums 0..15 are summed over the chunk,
+ * then its sums 16..31: TN RN accumulators (24 at most), TN loads of x and RN of val for TN RN fused
+ * multiply-adds. Each output is summed as dot_f32 sums it (sums 0..15 and 16..31 are separate chains of
+ * increasing k), so a row's bits do not depend on how many rows there are or what the others hold.
  */
 #include "quant.h"
 #include "quant_k_avx512.h"
@@ -16,8 +16,13 @@
 #if VG_X86
 enum { KCHUNK = 2 }; /* blocks of 256 a chunk: val 2 KB a weight row, x 2 KB an activation row */
 
-/* the 256 values of block wb (q4_k, q5_k or q6_k) into v, in order */
+/* the 256 values of block wb into v, in order: q4_k's, q5_k's and q6_k's made here, the other formats' by
+ * their AVX-512 row de-quantization (quant_f32_k.c's, which the row buffer took) */
 AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt, const uint8_t *wb, float *v) {
+    if (qt != Q4_K && qt != Q5_K && qt != Q6_K) {
+        VG_DEQUANTIZE_K_AVX512[qt](wb, 1, v);
+        return;
+    }
     if (qt == Q6_K) {
         float dsc[16];
         q6_scales16(wb, dsc);
@@ -93,12 +98,16 @@ AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt
 K_ROWS_ALL(q4_k, Q4_K)
 K_ROWS_ALL(q5_k, Q5_K)
 K_ROWS_ALL(q6_k, Q6_K)
+K_ROWS_ALL(q2_k, Q2_K)
+K_ROWS_ALL(q3_k, Q3_K)
+K_ROWS_ALL(iq4_xs, IQ4_XS)
 
 enum { K_MAX = 8 };
 static const int K_RN[K_MAX + 1] = {0, 0, 6, 6, 6, 4, 4, 3, 3}; /* the kernels' weight rows, by TN */
 #define K_ROW(F) {0, 0, k2_##F, k3_##F, k4_##F, k5_##F, k6_##F, k7_##F, k8_##F}
-static const vg_few_fn K_FEW[NQTYPES][K_MAX + 1] = {[Q4_K] = K_ROW(q4_k), [Q5_K] = K_ROW(q5_k),
-                                                    [Q6_K] = K_ROW(q6_k)};
+static const vg_few_fn K_FEW[NQTYPES][K_MAX + 1] = {
+    [Q4_K] = K_ROW(q4_k), [Q5_K] = K_ROW(q5_k), [Q6_K] = K_ROW(q6_k),
+    [Q2_K] = K_ROW(q2_k), [Q3_K] = K_ROW(q3_k), [IQ4_XS] = K_ROW(iq4_xs)};
 #endif
 
 vg_few_fn vg_few_rows_k_avx512(int qtype, int64_t t, int *most) {
