@@ -1,12 +1,13 @@
 """qmatmul's f32-activation kernels of the 256-value formats on 1 to 8 activation rows (a decode step, a
 server's batched step: quant_f32_k_rows.c's kernels on AVX-512, each block de-quantized once for all
-rows, 6, 4 or 3 weight rows at a time): every row of a batch has the bits of the
-same row alone and the reference's, on every vector path and 1-3 threads."""
+rows, 6, 4 or 3 weight rows at a time): every row of a batch has the bits of the same row alone and the
+reference's, on every vector path and 1-3 threads."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_quant_f32_tiles import _assert_same
 
 import verigrad as vg
 from verigrad.backends import cpu
@@ -16,13 +17,6 @@ from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, random_blocks
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
 K_QTYPES = tuple(q for q in BLOCK_QTYPES if FORMATS[q].block == 256)
-
-
-def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
-    """The same bits, a NaN standing for any NaN (the reference's and a kernel's payloads may differ)."""
-    nan = np.isnan(want)
-    np.testing.assert_array_equal(np.isnan(got), nan, where)
-    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32), where)
 
 
 @pytest.mark.parametrize("qtype", K_QTYPES)
