@@ -44,9 +44,9 @@ AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt
     }
 }
 
-/* dot_f32 of TN activation rows (x + u k, 64-byte aligned) with RN weight rows w + j stride (rows past
- * rn - 1 repeat row rn - 1, their sums not used) of format QTYPE: s[u RN + j]; the next RN rows are fetched
- * meanwhile */
+/* dot_f32 of TN activation rows (x + u k; vg_qmatmul_f32 aligns them to 64 bytes where it can) with RN
+ * weight rows w + j stride (rows past rn - 1 repeat row rn - 1, their sums not used) of format QTYPE:
+ * s[u RN + j]; the next RN rows are fetched meanwhile */
 #define K_ROWS(NAME, QTYPE, TN, RN)                                                                        \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *s) {                                                       \
@@ -74,7 +74,7 @@ AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt
                     __m512 v[RN];                                                                          \
                     for (int j = 0; j < RN; j++) v[j] = _mm512_load_ps(val[j] + 32 * m + 16 * h);          \
                     for (int u = 0; u < TN; u++) {                                                         \
-                        __m512 xv = _mm512_load_ps(x + u * k + 256 * i0 + 32 * m + 16 * h);                \
+                        __m512 xv = _mm512_loadu_ps(x + u * k + 256 * i0 + 32 * m + 16 * h);               \
                         __asm__("" : "+v"(xv)); /* one load for RN products */                             \
                         for (int j = 0; j < RN; j++) a[u][j] = _mm512_fmadd_ps(xv, v[j], a[u][j]);         \
                     }                                                                                      \
