@@ -5,6 +5,9 @@ reference's, on every vector path and 1-3 threads."""
 
 from __future__ import annotations
 
+import ctypes
+import platform
+
 import numpy as np
 import pytest
 from test_quant_f32_tiles import _assert_same
@@ -67,5 +70,29 @@ def test_raw_blocks_and_infinities_give_the_reference_bits(qtype):
                 with np.errstate(all="ignore"):
                     want = reference(x[:t], raw, qtype)
                 _assert_same(kernel(x[:t], raw, qtype=qtype), want, f"{taken} t={t}")
+    finally:
+        cpu_quant.simd(True)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 vector paths")
+def test_the_k_formats_batched_rows_take_their_kernels_on_avx512():
+    """2 to 8 rows of a 256-value format on AVX-512 take quant_f32_k_rows.c's kernels (their bits are those of
+    the row buffer's tiles, so only the dispatch tells them apart); 1 row, 9 rows, AVX2 and a 32-value format
+    do not."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    taken = ctypes.CDLL(cpu.build_info()["path"]).vg_k_rows_taken
+    taken.argtypes, taken.restype = [ctypes.c_int], ctypes.c_int
+    rng = np.random.default_rng(33)
+    x = rng.standard_normal((9, 512)).astype(np.float32)
+    try:
+        for path in cpu_quant.PATHS:
+            name = cpu_quant.path(path)
+            for qtype in (*K_QTYPES, "q4_1"):
+                raw = random_blocks(rng, qtype, 5, 512)
+                for t in (1, 2, 5, 8, 9):
+                    taken(1)
+                    kernel(x[:t], raw, qtype=qtype)
+                    want = name in ("avx512", "vnni") and qtype != "q4_1" and 2 <= t <= 8
+                    assert taken(1) == want, (name, qtype, t)
     finally:
         cpu_quant.simd(True)

@@ -62,6 +62,8 @@ void vg_dequantize_k_block(int qtype, const uint8_t *wb, float *v);
 typedef void (*vg_few_fn)(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x, int64_t k,
                           float *s);
 vg_few_fn vg_few_rows_k_avx512(int qtype, int64_t t, int *most);
+/* whether one of them ran since the last call with reset set (for tests) */
+int vg_k_rows_taken(int reset);
 #if VG_X86
 extern const vg_fused_fn VG_FUSED_K_AVX512[NQTYPES], VG_FUSED_K_AVX2[NQTYPES];
 extern const vg_rows_fn VG_DEQUANTIZE_K_AVX512[NQTYPES], VG_DEQUANTIZE_K_AVX2[NQTYPES];

@@ -13,6 +13,17 @@
 #include "quant.h"
 #include "quant_k_avx512.h"
 
+/* whether one of the kernels ran since the last vg_k_rows_taken(1) (the tests' view of the dispatch: a row's
+ * bits are the same without them) */
+static int taken;
+
+/* returns whether a kernel of this file ran since the last reset, and resets it where `reset` is set */
+int vg_k_rows_taken(int reset) {
+    const int was = __atomic_load_n(&taken, __ATOMIC_RELAXED);
+    if (reset) __atomic_store_n(&taken, 0, __ATOMIC_RELAXED);
+    return was;
+}
+
 #if VG_X86
 enum { KCHUNK = 2 }; /* blocks of 256 a chunk: val 2 KB a weight row, x 2 KB an activation row */
 
@@ -52,6 +63,7 @@ AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt
                               int64_t k, float *s) {                                                       \
         const int qt = QTYPE;                                                                              \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
+        if (!__atomic_load_n(&taken, __ATOMIC_RELAXED)) __atomic_store_n(&taken, 1, __ATOMIC_RELAXED);     \
         const uint8_t *row[RN];                                                                            \
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const int64_t ahead = rn * stride;                                                                 \
