@@ -2,7 +2,8 @@
  * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
  * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation decode steps and the
  * de-quantization (qembedding) with quant_f32_k.c's kernels of the 256-value formats, quant_f32_tiles.c the
- * f32 products of several activation rows. The layouts are those of ops/quant.py. */
+ * f32 products of several activation rows (quant_f32_k_rows.c the 256-value formats' batched steps). The
+ * layouts are those of ops/quant.py. */
 #ifndef VG_QUANT_H
 #define VG_QUANT_H
 #include <math.h>
