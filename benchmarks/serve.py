@@ -36,6 +36,7 @@ time (all threads), which a busy machine's neighbours move much less.
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
     python benchmarks/serve.py --seconds 30          # a steady load: clients busy for 30 s each level
     python benchmarks/serve.py --steps --clients 1,2,4,8 [--activations f32,q8]
+    python benchmarks/serve.py --steps --clients 1,8 --model q4km.gguf   # another GGUF (e.g. Q4_K_M)
     python benchmarks/serve.py --stall 1024 --clients 4
 
 `--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
@@ -736,12 +737,17 @@ def main() -> None:
     parser.add_argument(
         "--stall", type=int, metavar="N", help="an N-token prompt among running ones (see above)"
     )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="a GGUF file instead of the fetched SmolLM2 Q4_1 (e.g. `verigrad quantize ... --type q4_k_m`'s)",
+    )
     args = parser.parse_args()
     counts = positive_ints(parser, args.clients, "--clients")
     vg = verigrad
     from verigrad.models.fetch import fetch
 
-    model = fetch("smollm2")
+    model = args.model or fetch("smollm2")
     if args.attention:
         print(describe_machine())
         attention()

@@ -2,7 +2,8 @@
  * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
  * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation decode steps and the
  * de-quantization (qembedding) with quant_f32_k.c's kernels of the 256-value formats, quant_f32_tiles.c the
- * f32 products of several activation rows. The layouts are those of ops/quant.py. */
+ * f32 products of several activation rows (quant_f32_k_rows.c the 256-value formats' batched steps). The
+ * layouts are those of ops/quant.py. */
 #ifndef VG_QUANT_H
 #define VG_QUANT_H
 #include <math.h>
@@ -56,6 +57,14 @@ typedef void (*vg_fused_fn)(const uint8_t *w, int64_t stride, int64_t nb, const 
 typedef void (*vg_rows_fn)(const uint8_t *w, int64_t nb, float *v);
 /* quant_f32_k.c, the 256-value formats': one block de-quantized by the portable code; the vector kernels */
 void vg_dequantize_k_block(int qtype, const uint8_t *wb, float *v);
+/* quant_f32_k_rows.c's products of t = 2..8 activation rows (x + u k) with a K format's weight rows on
+ * AVX-512: a kernel taking rn <= *most weight rows w + j stride into s[u * most + j] (the signature of
+ * quant_f32_tiles.c's FEW_ROWS), or 0 where none takes the format and count */
+typedef void (*vg_few_fn)(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x, int64_t k,
+                          float *s);
+vg_few_fn vg_few_rows_k_avx512(int qtype, int64_t t, int *most);
+/* whether one of them ran since the last call with reset set (for tests) */
+int vg_k_rows_taken(int reset);
 #if VG_X86
 extern const vg_fused_fn VG_FUSED_K_AVX512[NQTYPES], VG_FUSED_K_AVX2[NQTYPES];
 extern const vg_rows_fn VG_DEQUANTIZE_K_AVX512[NQTYPES], VG_DEQUANTIZE_K_AVX2[NQTYPES];

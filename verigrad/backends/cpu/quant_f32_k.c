@@ -8,6 +8,7 @@
  * for these layouts: 4 weight rows, the next 4 fetched meanwhile, each output's sums in two vectors of 16.
  */
 #include "quant.h"
+#include "quant_k_avx512.h"
 
 /* ---------------------------------------------------------------- de-quantization, portable */
 
@@ -196,31 +197,10 @@ DEQUANTIZE_K(dequantize_q4_k_avx512, AVX512_Q, 16, k_avx512, Q4_K)
 DEQUANTIZE_K(dequantize_q5_k_avx512, AVX512_Q, 16, k_avx512, Q5_K)
 DEQUANTIZE_K(dequantize_q6_k_avx512, AVX512_Q, 16, k_avx512, Q6_K)
 
-/* q4_k and q5_k block wb: sub-block j's scale d * sc into ds[j] and offset dmin * m into dm[j], the products
- * dequantize_k4 rounds; the 6-bit scales and mins (k4_scale's) unpacked 4 at a time in 32-bit words: bytes
- * 0..7 of u the scales, 8..15 the mins (scalar k4_scale took a third of the AVX-512 q4_k decode step) */
-AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint8_t *wb, float *ds, float *dm) {
-    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303; /* per byte */
-    const uint32_t s0 = (uint32_t)load32(wb + 4), s1 = (uint32_t)load32(wb + 8), s2 = (uint32_t)load32(wb + 12);
-    const uint32_t u0 = s0 & six, u1 = (s2 & low4) | (((s0 >> 6) & top2) << 4); /* scales 0..3, 4..7 */
-    const uint32_t u2 = s1 & six, u3 = ((s2 >> 4) & low4) | (((s1 >> 6) & top2) << 4); /* mins */
-    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)u0, (int)u1, (int)u2, (int)u3)));
-    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* d, dmin */
-    const __m512 by = _mm512_insertf32x8(_mm512_broadcastss_ps(dd), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), 1);
-    const __m512 v = _mm512_mul_ps(by, f);
-    _mm256_storeu_ps(ds, _mm512_castps512_ps256(v));
-    _mm256_storeu_ps(dm, _mm512_extractf32x8_ps(v, 1));
-}
-
-/* FUSED_32 for q4_k and q5_k: per 64 values (chunk c of the nibbles: sub-blocks 2c low, 2c + 1 high) each
- * row's bytes are widened once, and each sub-block's values looked up in its table of 16 (q4_k: ds * n - dm)
- * or 32 (q5_k: n + 16 where the value's bit of qh is set), computed as dequantize_k4 computes a value */
+/* FUSED_32 for q4_k and q5_k: per 64 values each row's values made by k4_chunk_avx512 */
 #define FUSED_K4(NAME, QTYPE)                                                                               \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
         const int five = QTYPE == Q5_K;                                                                     \
-        const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);         \
-        const __m512 nibble16 = _mm512_add_ps(nibble, _mm512_set1_ps(16.0f));                               \
-        const __m512i low4 = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);                        \
         const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
         __m512 a[4], b[4];                                                                                  \
         for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
@@ -237,29 +217,8 @@ AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint
                 const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);     \
                 const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48); \
                 for (int r = 0; r < 4; r++) {                                                               \
-                    const uint8_t *wb = w + r * stride + i * bytes, *qs = wb + (five ? 48 : 16) + 32 * c;   \
-                    const __m512i qa = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));          \
-                    const __m512i qb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16)));   \
                     __m512 v[4];                                                                            \
-                    for (int h = 0; h < 2; h++) { /* sub-block j = 2c + h */                                \
-                        const int j = 2 * c + h;                                                            \
-                        const __m512 d = _mm512_set1_ps(ds[r][j]), m = _mm512_set1_ps(dm[r][j]);            \
-                        const __m512 lo = _mm512_sub_ps(_mm512_mul_ps(d, nibble), m);                       \
-                        __m512i ia = h ? _mm512_srli_epi32(qa, 4) : qa, ib = h ? _mm512_srli_epi32(qb, 4) : qb; \
-                        if (!five) { /* permutexvar reads the low 4 bits of each index */                   \
-                            v[2 * h] = _mm512_permutexvar_ps(ia, lo);                                       \
-                            v[2 * h + 1] = _mm512_permutexvar_ps(ib, lo);                                   \
-                            continue;                                                                       \
-                        }                                                                                   \
-                        const __m512 hi = _mm512_sub_ps(_mm512_mul_ps(d, nibble16), m);                     \
-                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 16));                  \
-                        const uint32_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(qh, 7 - j)); \
-                        ia = _mm512_and_si512(ia, low4), ib = _mm512_and_si512(ib, low4);                   \
-                        ia = _mm512_mask_or_epi32(ia, (__mmask16)(bits & 0xffff), ia, sixteen);             \
-                        ib = _mm512_mask_or_epi32(ib, (__mmask16)(bits >> 16), ib, sixteen);                \
-                        v[2 * h] = _mm512_permutex2var_ps(lo, ia, hi);                                      \
-                        v[2 * h + 1] = _mm512_permutex2var_ps(lo, ib, hi);                                  \
-                    }                                                                                       \
+                    k4_chunk_avx512(five, w + r * stride + i * bytes, c, ds[r], dm[r], v);                  \
                     a[r] = _mm512_fmadd_ps(x0, v[0], a[r]);                                                 \
                     b[r] = _mm512_fmadd_ps(x1, v[1], b[r]);                                                 \
                     a[r] = _mm512_fmadd_ps(x2, v[2], a[r]);                                                 \
@@ -272,11 +231,9 @@ AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint
 FUSED_K4(fused_q4_k_avx512, Q4_K)
 FUSED_K4(fused_q5_k_avx512, Q5_K)
 
-/* FUSED_32 for q6_k: 32 values (a quarter of a half) at a time, q - 32 made in bytes from ql's nibble and
- * qh's 2 bits, then (d * sc) * (q - 32) per 16 as dequantize_q6_k computes it */
+/* FUSED_32 for q6_k: 32 values (a quarter of a half) at a time, made by q6_quarter_avx512 */
 AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
     const int64_t bytes = BLOCK_BYTES[Q6_K];
-    const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
     __m512 a[4], b[4];
     for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();
     const uint8_t *next = w + 4 * stride;
@@ -287,25 +244,17 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
             const uint8_t *wb = w + r * stride + i * bytes;
             for (int64_t off = 0; off < bytes; off += 64)
                 _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 192)));
-            _mm512_storeu_ps(dsc[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 208)), _mm512_cvtepi32_ps(sc)));
+            q6_scales16(wb, dsc[r]);
         }
         for (int h = 0; h < 2; h++)
             for (int quarter = 0; quarter < 4; quarter++) {
                 const float *xq = xb + 128 * h + 32 * quarter;
                 const __m512 x0 = _mm512_loadu_ps(xq), x1 = _mm512_loadu_ps(xq + 16);
                 for (int r = 0; r < 4; r++) {
-                    const uint8_t *wb = w + r * stride + i * bytes;
-                    __m256i q = _mm256_loadu_si256((const __m256i *)(wb + 64 * h + 32 * (quarter & 1)));
-                    q = _mm256_and_si256(quarter < 2 ? q : _mm256_srli_epi16(q, 4), low4);
-                    __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * h));
-                    qh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), low2);
-                    q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(qh, 4)), bias); /* -32..31 */
-                    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
-                    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
-                    const float *d = dsc[r] + 8 * h + 2 * quarter;
-                    a[r] = _mm512_fmadd_ps(x0, _mm512_mul_ps(_mm512_set1_ps(d[0]), lo), a[r]);
-                    b[r] = _mm512_fmadd_ps(x1, _mm512_mul_ps(_mm512_set1_ps(d[1]), hi), b[r]);
+                    __m512 lo, hi;
+                    q6_quarter_avx512(w + r * stride + i * bytes, h, quarter, dsc[r], &lo, &hi);
+                    a[r] = _mm512_fmadd_ps(x0, lo, a[r]);
+                    b[r] = _mm512_fmadd_ps(x1, hi, b[r]);
                 }
             }
     }

@@ -361,6 +361,18 @@ static int f32_rows(fjob *p, int64_t lo, int64_t hi) {
         }
         return 1;
     }
+    int most = 0; /* the K formats' (quant_f32_k_rows.c): into s, f32_band's NaN pass after */
+    const vg_few_fn k_rows = avx512 ? vg_few_rows_k_avx512(p->qtype, p->t, &most) : 0;
+    if (k_rows) {
+        float s[FEW_MAX * 4]; /* TN RN <= 32 */
+        for (int64_t r = lo; r < hi; r += most) {
+            const int rn = hi - r < most ? (int)(hi - r) : most;
+            k_rows(p->w + r * stride, stride, nb, rn, p->x, k, s);
+            for (int u = 0; u < p->t; u++)
+                for (int j = 0; j < rn; j++) p->out[u * p->n + r + j] = s[u * most + j];
+        }
+        return 0;
+    }
     /* the weight rows de-quantized at once: a tile's (a decode step's: ROW_DOTS's 4 on AVX-512) */
     const int panel = avx512 ? (p->t == 1 ? 4 : TILE_R) : avx2 && p->t > 1 ? TILE2_R : 1;
     float stack[TILE_R * 1536]; /* SmolLM2's widest rows */
