@@ -5,6 +5,7 @@ axes and views; and eager training on them."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 
@@ -118,6 +119,37 @@ def test_row_kernels_match_their_decompositions(dtype):
             _check_row_op("rms_norm_grad", dtype, g, x, w, eps=eps)
             _check_row_op("layer_norm_weight_grad", dtype, g, x, eps=eps)
             _check_row_op("rms_norm_weight_grad", dtype, g, x, eps=eps)
+
+
+def test_quotients_give_the_divisions_bits_on_every_path():
+    """quotients.c's (e / s) g (softmax's and the cross-entropy gradient's last pass) multiplies by 1 / s
+    in double: on every vector path it has the f32 division's bits, on quotients of every magnitude (random
+    bits: subnormal, overflowing, NaN and infinite ones among them) and by zero, infinite, NaN, tiny and
+    huge divisors."""
+    args = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_float]
+    fn = cpu.cpu.library.fn("vg_quotients_f32", args)
+    rng = np.random.default_rng(12)
+    e = rng.integers(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    near = np.float32(2.0**-125) * rng.uniform(0.25, 4.0, 1000).astype(np.float32)  # about the subnormal edge
+    special = np.array([0.0, -0.0, np.inf, np.nan, 1.0], np.float32)
+    # 3 (2k + 1) 2^-149 / 6 is halfway between two subnormals: ties to even
+    ties = (3 * (2 * np.arange(500) + 1) * 2.0**-149).astype(np.float32)
+    e = np.concatenate([e, near, rng.uniform(0, 1, 3000).astype(np.float32), special, ties])
+    divisors = [1.0, 3.0, 6.0, 4095.7, 0.1, 1e-30, 3e38, 0.0, -0.0, np.inf, np.nan, 1e-45, -7.3]
+    divisors += rng.integers(0, 2**32, 20, dtype=np.uint64).astype(np.uint32).view(np.float32).tolist()
+    chosen = cpu.vector_path()
+    try:
+        for path in cpu.vector_paths():
+            cpu.vector_path(path)
+            for s in np.array(divisors, np.float32):
+                for g in np.array([1.0, -0.25, 3.0], np.float32):
+                    out = e.copy()
+                    fn(out.ctypes.data, out.size, s, g)
+                    with np.errstate(all="ignore"):
+                        expected = e / s * g
+                    assert out.tobytes() == expected.tobytes(), (path, s, g)
+    finally:
+        cpu.vector_path(chosen)
 
 
 def test_row_kernels_state_their_exactness():
