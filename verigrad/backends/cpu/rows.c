@@ -86,10 +86,11 @@ static int64_t kept_rows(const int64_t *target, int64_t rows, int has_ignore, in
         for (int64_t r = 0; r < rows; r++) kept -= target[r] == ignore;
     return kept;
 }
-/* The cross-entropy kernels take a row in pieces of PIECE elements (shift, exp) and, after each, ask for
- * the same part of the next row into L2: the logits come from memory while exp computes (the hardware
- * prefetcher alone left the first pass over each row waiting on its loads, about a fifth of the time on
- * [1024, 4096] logits); a piece's 16 lines are requests the core keeps in flight. */
+/* Cross-entropy's rows (and softmax's of BATCH elements or more) go in pieces of PIECE elements (shift,
+ * exp), each followed by a request for the same part of the next row into L2: the logits come from memory
+ * while exp computes (the hardware prefetcher alone left the first pass over each row waiting on its
+ * loads, about a fifth of the time on [1024, 4096] logits); a piece's 16 lines are requests the core
+ * keeps in flight. */
 #define PIECE 256
 void vg_exp_f32_range(const float *x, float *out, int64_t n); /* elementwise.c: on the calling thread */
 static inline void exp_range_f32(const float *x, float *out, int64_t n) { vg_exp_f32_range(x, out, n); }
@@ -185,20 +186,24 @@ static inline int64_t norm_batch(int64_t n) {
 #define WEIGHT_COLUMNS 64
 
 #define ROWS(T, SUF)                                                                          \
-    /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e), the next  \
-       row (where not null) fetched meanwhile; returns sum(e) rounded as the reference does */   \
-    static T exps_##SUF(const T *row, T *z, T *e, int64_t n, T m, int64_t block, const T *next) { \
+    /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e; e may be  \
+       row), the next row (where not null) fetched meanwhile */                               \
+    static void shifted_exps_##SUF(const T *row, T *z, T *e, int64_t n, T m, const T *next) {  \
         for (int64_t i = 0; i < n; i += PIECE) {                                              \
             int64_t k = n - i < PIECE ? n - i : PIECE;                                        \
             shift_##SUF(row + i, z + i, k, m);                                                \
             exp_range_##SUF(z + i, e + i, k);                                                 \
             if (next) prefetch_l2(next + i, k * (int64_t)sizeof(T));                           \
         }                                                                                     \
+    }                                                                                         \
+    /* the same, returning sum(e) rounded as the reference does */                            \
+    static T exps_##SUF(const T *row, T *z, T *e, int64_t n, T m, int64_t block, const T *next) { \
+        shifted_exps_##SUF(row, z, e, n, m, next);                                            \
         return (T)vg_pairwise_##SUF(e, n, block);                                             \
     }                                                                                         \
     /* rows [lo, hi) a batch at a time: every row's z = row - max(row) into tmp, one exp call over the  \
-       batch (the exp kernel's per-call work once, not per row; each element's bits are its own), then  \
-       each row's sum and the division (or log) */                                            \
+       batch (the exp kernel's per-call work once, not per row; each element's bits are its own; a  \
+       batch of one row: shifted_exps_), then each row's sum and the division (or log) */     \
     static void softmax_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                    \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
         int64_t n = p->n, per = BATCH / n < 1 ? 1 : BATCH / n;                                \
@@ -209,8 +214,12 @@ static inline int64_t norm_batch(int64_t n) {
             int64_t k = hi - r0 < per ? hi - r0 : per;                                        \
             const T *x = (const T *)p->x + r0 * n;                                            \
             T *out = (T *)p->out + r0 * n, *e = p->log ? tmp + per * n : out;                 \
-            for (int64_t r = 0; r < k; r++) shift_##SUF(x + r * n, tmp + r * n, n, vg_rowmax_##SUF(x + r * n, n)); \
-            vg_exp_##SUF(tmp, e, k * n, k * n, 1); /* one thread: this chunk's */             \
+            if (k == 1) { /* a long row: in pieces, the next one fetched meanwhile */          \
+                shifted_exps_##SUF(x, tmp, e, n, vg_rowmax_##SUF(x, n), r0 + 1 < hi ? x + n : 0); \
+            } else {                                                                          \
+                for (int64_t r = 0; r < k; r++) shift_##SUF(x + r * n, tmp + r * n, n, vg_rowmax_##SUF(x + r * n, n)); \
+                vg_exp_##SUF(tmp, e, k * n, k * n, 1); /* one thread: this chunk's */         \
+            }                                                                                 \
             for (int64_t r = 0; r < k; r += ROW_SUMS) {                                       \
                 int64_t m = k - r < ROW_SUMS ? k - r : ROW_SUMS;                              \
                 row_sums_##SUF(e + r * n, m, n, p->block, sums);                              \
