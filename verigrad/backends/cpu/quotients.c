@@ -1,6 +1,6 @@
 /* f32 quotients by one divisor without a division an element: out[i] = (out[i] / s) * g, the quotient
- * correctly rounded as the division rounds it (rows.c's softmax and cross-entropy gradient, where f32
- * division is most of the last pass).
+ * correctly rounded as the division rounds it (rows.c's softmax and cross-entropy gradient on rows of 256
+ * elements or more, where f32 division is most of the last pass).
  *
  * q = (float)((double)e * (1.0 / (double)s)) is the f32 division's e / s wherever q >= 2^-125: the exact
  * quotient Q of two f32 numbers is never within a relative 2^-49 of a midpoint between two normal f32
