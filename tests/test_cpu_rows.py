@@ -209,6 +209,30 @@ def test_every_thread_count_gives_the_same_bits_in_rows(op, small_chunks):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_every_thread_count_gives_the_same_bits_on_long_rows(dtype, small_chunks):
+    """Rows in pieces, the next one fetched meanwhile, the logs of a batch of rows in one call and the
+    quotients by a product: the same bits for 1, 2 and 3 threads, and the decomposition's."""
+    rng = np.random.default_rng(13)
+    np_dtype = cpu.DTYPES[dtype]
+    x = (rng.standard_normal((70, 1000)) * 8).astype(np_dtype)
+    target, g = rng.integers(0, 1000, 70), rng.uniform(-3, 3, 70).astype(np_dtype)
+    calls = {  # op: the kernel's arguments, the decomposition's
+        "softmax": ((x, 1), ((x,), {"axis": 1})),
+        "log_softmax": ((x, 1), ((x,), {"axis": 1})),
+        "cross_entropy": ((x, target, "none"), ((x, target), {"reduction": "none"})),
+        "cross_entropy_grad": ((x, target, g, "none"), ((x, target, g), {"reduction": "none"})),
+    }
+    for op, (args, (ref_args, params)) in calls.items():
+        results = []
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            results.append(_kernel(op, dtype)(*args))
+        assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
+        expected = decomposition(REGISTRY[op])(*ref_args, **params)
+        assert_within(results[0], expected, cpu.cpu.exactness(op, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_norm_weight_grads_sum_the_rows_in_order(dtype, small_chunks):
     """The weight gradients add each column's g * xhat over the rows in order, in double, as the sum over
     the leading axes does (equal rows with g 1, 1e30, -1e30, 2 give 2 xhat in that order, xhat in the
