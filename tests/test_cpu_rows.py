@@ -5,6 +5,7 @@ axes and views; and eager training on them."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 
@@ -120,6 +121,37 @@ def test_row_kernels_match_their_decompositions(dtype):
             _check_row_op("rms_norm_weight_grad", dtype, g, x, eps=eps)
 
 
+def test_quotients_give_the_divisions_bits_on_every_path():
+    """quotients.c's (e / s) g (softmax's and the cross-entropy gradient's last pass) multiplies by 1 / s
+    in double: on every vector path it has the f32 division's bits, on quotients of every magnitude (random
+    bits: subnormal, overflowing, NaN and infinite ones among them) and by zero, infinite, NaN, tiny and
+    huge divisors."""
+    args = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_float]
+    fn = cpu.cpu.library.fn("vg_quotients_f32", args)
+    rng = np.random.default_rng(12)
+    e = rng.integers(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    near = np.float32(2.0**-125) * rng.uniform(0.25, 4.0, 1000).astype(np.float32)  # about the subnormal edge
+    special = np.array([0.0, -0.0, np.inf, np.nan, 1.0], np.float32)
+    # 3 (2k + 1) 2^-149 / 6 is halfway between two subnormals: ties to even
+    ties = (3 * (2 * np.arange(500) + 1) * 2.0**-149).astype(np.float32)
+    e = np.concatenate([e, near, rng.uniform(0, 1, 3000).astype(np.float32), special, ties])
+    divisors = [1.0, 3.0, 6.0, 4095.7, 0.1, 1e-30, 3e38, 0.0, -0.0, np.inf, np.nan, 1e-45, -7.3]
+    divisors += rng.integers(0, 2**32, 20, dtype=np.uint64).astype(np.uint32).view(np.float32).tolist()
+    chosen = cpu.vector_path()
+    try:
+        for path in cpu.vector_paths():
+            cpu.vector_path(path)
+            for s in np.array(divisors, np.float32):
+                for g in np.array([1.0, -0.25, 3.0], np.float32):
+                    out = e.copy()
+                    fn(out.ctypes.data, out.size, s, g)
+                    with np.errstate(all="ignore"):
+                        expected = e / s * g
+                    assert out.tobytes() == expected.tobytes(), (path, s, g)
+    finally:
+        cpu.vector_path(chosen)
+
+
 def test_row_kernels_state_their_exactness():
     """Exact where the exp and log kernels they call are, else the derived bounds."""
     libm_exact = all(cpu.cpu.exactness(op, d).is_exact for op in ("exp", "log") for d in DTYPES)
@@ -177,6 +209,30 @@ def test_every_thread_count_gives_the_same_bits_in_rows(op, small_chunks):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_every_thread_count_gives_the_same_bits_on_long_rows(dtype, small_chunks):
+    """Rows in pieces, the next one fetched meanwhile, the logs of a batch of rows in one call and the
+    quotients by a product: the same bits for 1, 2 and 3 threads, and the decomposition's."""
+    rng = np.random.default_rng(13)
+    np_dtype = cpu.DTYPES[dtype]
+    x = (rng.standard_normal((70, 1000)) * 8).astype(np_dtype)
+    target, g = rng.integers(0, 1000, 70), rng.uniform(-3, 3, 70).astype(np_dtype)
+    calls = {  # op: the kernel's arguments, the decomposition's
+        "softmax": ((x, 1), ((x,), {"axis": 1})),
+        "log_softmax": ((x, 1), ((x,), {"axis": 1})),
+        "cross_entropy": ((x, target, "none"), ((x, target), {"reduction": "none"})),
+        "cross_entropy_grad": ((x, target, g, "none"), ((x, target, g), {"reduction": "none"})),
+    }
+    for op, (args, (ref_args, params)) in calls.items():
+        results = []
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            results.append(_kernel(op, dtype)(*args))
+        assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
+        expected = decomposition(REGISTRY[op])(*ref_args, **params)
+        assert_within(results[0], expected, cpu.cpu.exactness(op, dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_norm_weight_grads_sum_the_rows_in_order(dtype, small_chunks):
     """The weight gradients add each column's g * xhat over the rows in order, in double, as the sum over
     the leading axes does (equal rows with g 1, 1e30, -1e30, 2 give 2 xhat in that order, xhat in the
@@ -208,8 +264,9 @@ def test_norm_weight_grads_sum_the_rows_in_order(dtype, small_chunks):
         assert _kernel(op, dtype)(g, x, 1e-6).tobytes() == expected.tobytes()
 
 
-def test_softmax_in_place():
-    x = np.random.default_rng(7).standard_normal((6, 300))
+@pytest.mark.parametrize("shape", [(6, 300), (3, 5000)])  # rows in batches; long rows in pieces
+def test_softmax_in_place(shape):
+    x = np.random.default_rng(7).standard_normal(shape)
     for op in ("softmax", "log_softmax"):
         expected = _kernel(op, "f64")(x, 1)
         y = x.copy()
