@@ -12,6 +12,7 @@ import weakref
 
 import numpy as np
 import pytest
+from llama_random import random_llama
 
 import verigrad as vg
 from verigrad.backends import cpu
@@ -29,10 +30,7 @@ CONFIG = LlamaConfig(
 
 
 def _llama(seed: int = 0) -> Llama:
-    rng = np.random.default_rng(seed)
-    with vg.abstract():
-        shapes = {k: t.shape for k, t in Llama(CONFIG).state_dict().items() if not k.startswith("rope_")}
-    return Llama.from_state(CONFIG, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()})
+    return random_llama(CONFIG, np.random.default_rng(seed))
 
 
 def _decode(model: Llama, cache, prompt: list[int], steps: int) -> tuple[list[np.ndarray], list[int]]:
@@ -233,12 +231,7 @@ Q8_CONFIG = LlamaConfig(
 
 
 def _q8_llama(seed: int = 0) -> Llama:
-    rng = np.random.default_rng(seed)
-    with vg.abstract():
-        shapes = {k: t.shape for k, t in Llama(Q8_CONFIG).state_dict().items() if not k.startswith("rope_")}
-    return Llama.from_state(
-        Q8_CONFIG, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()}
-    )
+    return random_llama(Q8_CONFIG, np.random.default_rng(seed))
 
 
 def _q8_window(a: np.ndarray) -> np.ndarray:
@@ -463,9 +456,7 @@ def test_a_q8_0_decode_step_makes_no_f32_window():
         context_length=2048,
     )
     rng = np.random.default_rng(0)
-    with vg.abstract():
-        shapes = {k: t.shape for k, t in Llama(config).state_dict().items() if not k.startswith("rope_")}
-    model = Llama.from_state(config, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()})
+    model = random_llama(config, rng)
     cache = model.new_cache(1, 2048, dtype="q8_0")
     history = rng.standard_normal((2 * 2000, 32)).astype(np.float32)
     for a in cache.keys + cache.values:

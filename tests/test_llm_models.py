@@ -9,6 +9,7 @@ import time
 import gguf
 import numpy as np
 import pytest
+from llama_random import random_state
 
 import verigrad as vg
 from verigrad.errors import ShapeError, WeightFileError
@@ -31,10 +32,7 @@ def _random_gpt2(seed: int = 0) -> GPT2:
 
 
 def _random_llama(config: LlamaConfig = LLAMA_SMALL, seed: int = 0) -> tuple[Llama, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    with vg.abstract():
-        shapes = {k: t.shape for k, t in Llama(config).state_dict().items() if not k.startswith("rope_")}
-    state = {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()}
+    state = random_state(config, np.random.default_rng(seed))
     return Llama.from_state(config, state), state
 
 

@@ -138,32 +138,41 @@ def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
 BLOCK32 = tuple(q for q in BLOCK_QTYPES if FORMATS[q].block == 32)
 
 
+def assert_rows_alone(qtype: str, seed: int, ks: tuple[int, ...], n: int, threads: tuple[int, ...], big=None):
+    """For each k: n weight rows of random blocks against 8 activation rows (row `big` scaled by 1e30
+    where given): each row alone has the reference's bits, and every batch of its first 2..8 rows has the
+    rows' bits alone, on each vector path and thread count."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    rng = np.random.default_rng(seed)
+    try:
+        for k in ks:
+            raw = random_blocks(rng, qtype, n, k)
+            x = rng.standard_normal((8, k)).astype(np.float32)
+            if big is not None:
+                x[big] *= np.float32(1e30)
+            with np.errstate(all="ignore"):
+                want = reference(x, raw, qtype)
+            for path in cpu_quant.PATHS:
+                taken = cpu_quant.path(path)
+                for count in threads:
+                    vg.set_threads(count)
+                    alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
+                    _assert_same(alone, want, f"{taken} {count} k={k} alone")
+                    for t in range(2, 9):
+                        got = kernel(x[:t], raw, qtype=qtype)
+                        _assert_same(got, alone[:t], f"{taken} {count} k={k} t={t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)
+
+
 @pytest.mark.parametrize("qtype", BLOCK32)
 def test_a_rows_bits_do_not_depend_on_its_batch(qtype):
     """SmolLM2's widths (18 blocks: one chunk of HALVES; 48: two of 24) and 41 (21 and 20): every row of a
     product of 1 to 8 activation rows has the bits of the same row alone (a decode step's kernel) and the
     reference's, on each vector path, with 1 and 2 threads."""
-    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
-    reference = vg.REGISTRY["qmatmul"].reference
-    rng = np.random.default_rng(21)
-    try:
-        for k in (576, 1536, 32 * 41):
-            raw = random_blocks(rng, qtype, 7, k)
-            x = rng.standard_normal((8, k)).astype(np.float32)
-            with np.errstate(all="ignore"):
-                want = reference(x, raw, qtype)
-            for path in cpu_quant.PATHS:
-                taken = cpu_quant.path(path)
-                for threads in (1, 2):
-                    vg.set_threads(threads)
-                    alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
-                    _assert_same(alone, want, f"{taken} {threads} k={k} alone")
-                    for t in range(2, 9):
-                        got = kernel(x[:t], raw, qtype=qtype)
-                        _assert_same(got, alone[:t], f"{taken} {threads} k={k} t={t}")
-    finally:
-        vg.set_threads(1)
-        cpu_quant.simd(True)
+    assert_rows_alone(qtype, 21, (576, 1536, 32 * 41), 7, (1, 2))
 
 
 @pytest.mark.parametrize("qtype", BLOCK32)

@@ -10,7 +10,7 @@ import platform
 
 import numpy as np
 import pytest
-from test_quant_f32_tiles import _assert_same
+from test_quant_f32_tiles import _assert_same, assert_rows_alone
 
 import verigrad as vg
 from verigrad.backends import cpu
@@ -28,28 +28,7 @@ def test_a_rows_bits_do_not_depend_on_its_batch(qtype, monkeypatch):
     (groups of 6, 4 and 3 and a remainder of each) in bands of a row or two: each of 1 to 8 activation rows
     has the bits of the same row alone and the reference's."""
     monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
-    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
-    reference = vg.REGISTRY["qmatmul"].reference
-    rng = np.random.default_rng(31)
-    try:
-        for k in (256, 256 * 5, 1536):
-            raw = random_blocks(rng, qtype, 13, k)
-            x = rng.standard_normal((8, k)).astype(np.float32)
-            x[6] *= np.float32(1e30)
-            with np.errstate(all="ignore"):
-                want = reference(x, raw, qtype)
-            for path in cpu_quant.PATHS:
-                taken = cpu_quant.path(path)
-                for threads in (1, 2, 3):
-                    vg.set_threads(threads)
-                    alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
-                    _assert_same(alone, want, f"{taken} {threads} k={k} alone")
-                    for t in range(2, 9):
-                        got = kernel(x[:t], raw, qtype=qtype)
-                        _assert_same(got, alone[:t], f"{taken} {threads} k={k} t={t}")
-    finally:
-        vg.set_threads(1)
-        cpu_quant.simd(True)
+    assert_rows_alone(qtype, 31, (256, 256 * 5, 1536), 13, (1, 2, 3), big=6)
 
 
 @pytest.mark.parametrize("qtype", K_QTYPES)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llama_gguf import SERVED, write_llama_gguf
+from llama_random import random_llama
 
 import verigrad as vg
 from verigrad.models.catalog import load_language_model
-from verigrad.models.llama import Llama, LlamaConfig
+from verigrad.models.llama import LlamaConfig
 
 CAPACITY = 256
 
@@ -39,10 +40,7 @@ def wide_heads():
         ffn_dim=40,
         context_length=512,
     )
-    rng = np.random.default_rng(0)
-    with vg.abstract():
-        shapes = {k: t.shape for k, t in Llama(config).state_dict().items() if not k.startswith("rope_")}
-    return Llama.from_state(config, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()})
+    return random_llama(config, np.random.default_rng(0))
 
 
 def prefilled(model, prompts: list[list[int]], dtype: str):
@@ -111,7 +109,6 @@ def test_a_joined_chunk_on_a_q8_0_cache_gives_the_bits_each_gets_alone(wide_head
 
 
 def test_gpt2_joined_chunk_gives_the_bits_each_gets_alone():
-    import verigrad as vg
     from verigrad.models.gpt2 import GPT2, GPT2Config
 
     vg.manual_seed(0)

@@ -382,6 +382,19 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
     fa_dq_block(ds, js, first, kb, k, lo, n, d, dq);
 }
 
+/* fa_shift's elements i..n - 1 one at a time (its plain loop, and the vector loop's tail) */
+static int fa_shift_from(double *s, int64_t i, int64_t n, int64_t hidden, double scale, const double *m) {
+    int ok = 1;
+    for (; i < n; i++) {
+        s[i] = s[i] * scale - m[i];
+        if (i < hidden)
+            s[i] = -INFINITY;
+        else
+            ok &= s[i] <= 0.0;
+    }
+    return ok;
+}
+
 /* The backward's element-wise steps over a key's n queries, eight at a time on AVX-512 (the same
  * operations on each element, so the same bits as the scalar loops) */
 #if VG_X86
@@ -396,14 +409,7 @@ FA512 static int fa_shift_avx512(double *s, int64_t n, int64_t hidden, double sc
         ok &= _mm512_mask_cmp_pd_mask(seen, x, _mm512_setzero_pd(), _CMP_LE_OQ) == seen;
         _mm512_storeu_pd(s + i, _mm512_mask_blend_pd(seen, none, x));
     }
-    for (; i < n; i++) {
-        s[i] = s[i] * scale - m[i];
-        if (i < hidden)
-            s[i] = -INFINITY;
-        else
-            ok &= s[i] <= 0.0;
-    }
-    return ok;
+    return fa_shift_from(s, i, n, hidden, scale, m) & ok;
 }
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
@@ -422,15 +428,7 @@ static int fa_shift(double *s, int64_t n, int64_t hidden, double scale, const do
 #if VG_X86
     if (fa_avx512()) return fa_shift_avx512(s, n, hidden, scale, m);
 #endif
-    int ok = 1;
-    for (int64_t i = 0; i < n; i++) {
-        s[i] = s[i] * scale - m[i];
-        if (i < hidden)
-            s[i] = -INFINITY;
-        else
-            ok &= s[i] <= 0.0;
-    }
-    return ok;
+    return fa_shift_from(s, 0, n, hidden, scale, m);
 }
 
 /* ds[i] = p[i] (ds[i] - delta[i]) scale */

@@ -90,6 +90,18 @@ __attribute__((target("avx2"), always_inline)) static inline void vg_iq4_avx2(__
     for (int j = 0; j < 4; j++) v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[j])));
 }
 #define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
+/* The tiles' multiply-adds of TN activation rows by RN de-quantized weight vectors v[j]: a[u][j] += x_u v[j],
+ * x_u loaded once from X (an expression of u: row u's vector) for its RN products (the empty asm keeps GCC
+ * from loading it again for each), then (VG_TILE_KEEP) the accumulators kept in sums[u RN + j] */
+#define VG_TILE_FMAS(a, v, TN, RN, X)                                                                      \
+    for (int u = 0; u < (TN); u++) {                                                                       \
+        __m512 xv = _mm512_loadu_ps(X);                                                                    \
+        __asm__("" : "+v"(xv));                                                                            \
+        for (int j = 0; j < (RN); j++) a[u][j] = _mm512_fmadd_ps(xv, v[j], a[u][j]);                       \
+    }
+#define VG_TILE_KEEP(a, sums, TN, RN)                                                                      \
+    for (int u = 0; u < (TN); u++)                                                                         \
+        for (int j = 0; j < (RN); j++) (sums)[u * (RN) + j] = a[u][j];
 /* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
 AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
     __m512 s = _mm512_add_ps(a, b);                                                                 /* h = 16 */

@@ -85,14 +85,9 @@ AVX512_Q __attribute__((always_inline)) static inline void k_block_avx512(int qt
                 for (int64_t m = 0; m < 8 * cn; m++) { /* values 32 m + 16 h .. + 15 of the chunk */       \
                     __m512 v[RN];                                                                          \
                     for (int j = 0; j < RN; j++) v[j] = _mm512_load_ps(val[j] + 32 * m + 16 * h);          \
-                    for (int u = 0; u < TN; u++) {                                                         \
-                        __m512 xv = _mm512_loadu_ps(x + u * k + 256 * i0 + 32 * m + 16 * h);               \
-                        __asm__("" : "+v"(xv)); /* one load for RN products */                             \
-                        for (int j = 0; j < RN; j++) a[u][j] = _mm512_fmadd_ps(xv, v[j], a[u][j]);         \
-                    }                                                                                      \
+                    VG_TILE_FMAS(a, v, TN, RN, x + u * k + 256 * i0 + 32 * m + 16 * h)                     \
                 }                                                                                          \
-                for (int u = 0; u < TN; u++)                                                               \
-                    for (int j = 0; j < RN; j++) sums[h][u * RN + j] = a[u][j];                            \
+                VG_TILE_KEEP(a, sums[h], TN, RN)                                                           \
             }                                                                                              \
         }                                                                                                  \
         for (int o = 0; o < TN * RN; o++) s[o] = fold_avx512(sums[0][o], sums[1][o]);                      \

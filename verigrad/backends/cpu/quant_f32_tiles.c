@@ -231,14 +231,9 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                             block32_avx512(qt, wb, d, _mm512_set1_ps(mm[j][c]), &v[j], &val[j][c][1]);     \
                         }                                                                                  \
                     }                                                                                      \
-                    for (int u = 0; u < TN; u++) {                                                         \
-                        __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
-                        __asm__("" : "+v"(xv)); /* one load for RN products: GCC loaded it in each */      \
-                        for (int j = 0; j < RN; j++) a[u][j] = _mm512_fmadd_ps(xv, v[j], a[u][j]);         \
-                    }                                                                                      \
+                    VG_TILE_FMAS(a, v, TN, RN, x + u * k + 32 * i + 16 * h)                                \
                 }                                                                                          \
-                for (int u = 0; u < TN; u++)                                                               \
-                    for (int j = 0; j < RN; j++) sums[h][u * RN + j] = a[u][j];                            \
+                VG_TILE_KEEP(a, sums[h], TN, RN)                                                           \
             }                                                                                              \
         }                                                                                                  \
         const __m512 f0 = fold16_avx512(sums[0], sums[1], TN * RN < 16 ? TN * RN : 16);                     \
