@@ -10,15 +10,16 @@ serves arrays up to MMAP_MAX from the heap and trims the heap only beyond TRIM_A
 the next step reuses the pages the last one freed, as a caching allocator does. The memory in use is
 unchanged; the process keeps up to its peak of freed heap.
 
-It then grows the heap by HUGE_HEAP bytes of address space (allocated in pieces below MMAP_MAX, then
-freed: nothing is written there but the pieces' headers) and asks the kernel for transparent huge pages
-there (`madvise(MADV_HUGEPAGE)`, where the system's setting is "madvise"; glibc's own
-`glibc.malloc.hugetlb` tunable is read only at start-up; NumPy advises its arrays of 4 MiB and more
-itself, not the smaller ones). The arrays then allocated there are mapped by 2 MiB pages: fewer TLB
-misses as a step's kernels stream through their operands (the small GPT's training step, whose
-activations are 0.5 to 2 MiB, ~3% less CPU time, eager or compiled), one page fault per 2 MiB; the peak
-resident memory is within a huge page or two of the same. VERIGRAD_HUGE_PAGES=0 leaves the heap's pages
-as they are.
+With VERIGRAD_HUGE_PAGES=1 (off by default) it then grows the heap by HUGE_HEAP bytes of address space
+(allocated in pieces below MMAP_MAX, then freed: nothing is written there but the pieces' headers) and
+asks the kernel for transparent huge pages there (`madvise(MADV_HUGEPAGE)`, where the system's setting is
+"madvise"; glibc's own `glibc.malloc.hugetlb` tunable is read only at start-up; NumPy advises its arrays
+of 4 MiB and more itself, not the smaller ones). The arrays then allocated there are mapped by 2 MiB
+pages: fewer TLB misses as a step's kernels stream through their operands (the small GPT's training step,
+whose activations are 0.5 to 2 MiB, ~3% less CPU time, eager or compiled), one page fault per 2 MiB; the
+peak resident memory is within a huge page or two of the same. It is off by default because those 512 MiB
+count against an address-space limit (`ulimit -v`, RLIMIT_AS) from the first kernel on, and the freed
+heap kept there then serves a large allocation that the limit was meant to refuse.
 
 The cpu backend calls it when it loads, and a compiled plan when it is built (on any backend), unless
 VERIGRAD_RETAIN_MEMORY=0. Outside glibc it does nothing.
@@ -72,10 +73,10 @@ def _retain_freed() -> bool:
 
 
 def huge_pages() -> bool:
-    """Whether `retain_freed` advises the heap for huge pages: VERIGRAD_HUGE_PAGES is not 0 (false, no,
-    off), the kernel gives transparent huge pages where a program asks for them ("madvise") and does not
+    """Whether `retain_freed` advises the heap for huge pages: VERIGRAD_HUGE_PAGES is 1 (true, yes, on),
+    the kernel gives transparent huge pages where a program asks for them ("madvise") and does not
     count address space as memory (overcommit_memory 2: HUGE_HEAP would be charged though unused)."""
-    if not env_flag("VERIGRAD_HUGE_PAGES", True):
+    if not env_flag("VERIGRAD_HUGE_PAGES", False):
         return False
     try:
         with open(THP_SETTING) as f:
