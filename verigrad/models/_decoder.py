@@ -189,6 +189,23 @@ def windows_of(cache: KVCache, width: int, batch: int | None = None) -> list[Ten
     return windows
 
 
+def chunk_bias(length: int, width: int, count: int) -> np.ndarray:
+    """Bias [count, width + count] of `count` new tokens of a sequence holding `length` positions of a
+    window `width` wide: the window past `length` hidden, and each new token's future."""
+    bias = np.zeros((count, width + count), np.float32)
+    bias[:, length:width] = -np.inf
+    if count > 1:
+        bias[:, width:][np.triu_indices(count, 1)] = -np.inf
+    return bias
+
+
+def rows_bias(ends: np.ndarray, width: int) -> np.ndarray:
+    """Bias [B, 1, width + 1] of one new token per row, row i holding ends[i] positions of the window."""
+    bias = np.zeros((len(ends), 1, width + 1), np.float32)
+    bias[:, 0, :width][np.arange(width) >= ends.reshape(-1, 1)] = -np.inf
+    return bias
+
+
 def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
     """Positions, bias and the windows of every layer's keys and values for `count` new tokens (tensors
     viewing the cache, made once per window width and kept in `cache.views`: the views see what
@@ -197,11 +214,7 @@ def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, lis
     width = window_width(length, cache.capacity)
     cache.reserve(max(width, length + count))
     positions = np.arange(length, length + count, dtype=np.int64)
-    bias = np.zeros((count, width + count), np.float32)
-    bias[:, length:width] = -np.inf
-    if count > 1:  # the new tokens' future
-        bias[:, width:][np.triu_indices(count, 1)] = -np.inf
-    return positions, bias, windows_of(cache, width)
+    return positions, chunk_bias(length, width, count), windows_of(cache, width)
 
 
 def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
@@ -210,9 +223,7 @@ def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarr
     width = window_width(max(lengths), cache.capacity)
     cache.reserve(max(width, max(lengths) + 1))
     positions = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
-    bias = np.zeros((len(lengths), 1, width + 1), np.float32)
-    bias[:, 0, :width][np.arange(width) >= positions] = -np.inf
-    return positions, bias, windows_of(cache, width, len(lengths))
+    return positions, rows_bias(positions, width), windows_of(cache, width, len(lengths))
 
 
 def commit(cache: KVCache, new: list[Tensor]) -> None:
@@ -274,12 +285,7 @@ def mixed_inputs(
     cache.reserve(max(width, max(lengths) + 1, at + count))
     ends = np.asarray(lengths, dtype=np.int64)
     positions = np.concatenate([ends, np.arange(at, at + count)]).astype(np.int64)
-    rows_bias = np.zeros((n, 1, width + 1), np.float32)
-    rows_bias[:, 0, :width][np.arange(width) >= ends[:, None]] = -np.inf
-    chunk_bias = np.zeros((count, width + count), np.float32)
-    chunk_bias[:, at:width] = -np.inf
-    chunk_bias[:, width:][np.triu_indices(count, 1)] = -np.inf
-    return positions, rows_bias, chunk_bias, windows_of(cache, width, n + 1)
+    return positions, rows_bias(ends, width), chunk_bias(at, width, count), windows_of(cache, width, n + 1)
 
 
 def commit_mixed(cache: KVCache, new: list[Tensor], lengths: list[int], at: int) -> None:
@@ -379,9 +385,9 @@ class CachedStep:
                 *window_specs(*self.sizes, n + 1, w, key[0]),
             )
             step = self.mixes[key] = compile(functools.partial(self._mixed, rows=n), specs=specs)
-        positions, rows_bias, chunk_bias, windows = mixed_inputs(cache, lengths, at, count)
+        positions, row_bias, prompt_bias, windows = mixed_inputs(cache, lengths, at, count)
         with no_grad():
-            args = [from_numpy(a) for a in (positions, rows_bias, chunk_bias)]
+            args = [from_numpy(a) for a in (positions, row_bias, prompt_bias)]
             logits, *new = step(ids, *args, *windows)
         commit_mixed(cache, new, lengths, at)
         return logits
