@@ -14,7 +14,7 @@ import contextlib
 import json
 import threading
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -160,6 +160,20 @@ def create_app(
         seconds = "Seconds the engine's thread spent"
         metric("decode_seconds_total", "counter", f"{seconds} in decode steps.", engine.decode_seconds)
         metric("prefill_seconds_total", "counter", f"{seconds} prefilling prompts.", engine.prefill_seconds)
+        sampling = "choosing the decode steps' tokens and sending their events (within decode)"
+        metric("sampling_seconds_total", "counter", f"{seconds} {sampling}.", engine.sampling_seconds)
+        metric(
+            "sampling_cpu_seconds_total",
+            "counter",
+            f"CPU seconds of the engine's thread {sampling}.",
+            engine.sampling_cpu_seconds,
+        )
+        metric(
+            "engine_cpu_seconds_total",
+            "counter",
+            "CPU seconds of the engine's thread while it works (its share of the kernels included).",
+            engine.engine_cpu_seconds,
+        )
         with counters.lock:
             for status, n in sorted(counters.errors.items()):
                 metric(
@@ -273,12 +287,28 @@ def _sse(data: Any) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+def _text_sse(parsed: Any, rid: str, model: str, tokenizer: Any) -> Callable[[str], str] | None:
+    """The request's `_sse` of the stream chunk of an event that carries only text (no log-probabilities,
+    not the last), as a function of the text: the chunk made once with a placeholder, each text's JSON
+    string put in its place (the same characters, without a dictionary made and encoded a token). None
+    where the placeholder is not found once."""
+    mark = "\x00verigrad-text\x00"
+    template = _sse(protocol.chunk(parsed, rid, model, Event(text=mark), tokenizer))
+    quoted = json.dumps(mark, ensure_ascii=False)
+    if template.count(quoted) != 1:
+        return None
+    head, _, tail = template.partition(quoted)
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    return lambda text: head + dumps(text) + tail
+
+
 async def _stream(
     engine: Engine, handle: Any, events: asyncio.Queue, parsed: Any, rid: str, model: str, tokenizer: Any
 ) -> AsyncIterator[str]:
     """The answer as server-sent events, a chunk per event; the events already queued when the loop
     gets to them are sent in one write. Closed early (the client left), the request is cancelled."""
     done, offset = False, 0
+    text_sse = _text_sse(parsed, rid, model, tokenizer)
     try:
         if parsed.chat:
             yield _sse(protocol.chunk(parsed, rid, model, None, tokenizer))
@@ -293,7 +323,9 @@ async def _stream(
                     body = APIError(500, f"the model failed: {event.error}", type="server_error").body()
                     out.append(_sse(body))
                     break
-                if event.text or event.logprobs or event.finish_reason:
+                if text_sse and event.text and not (event.logprobs or event.finish_reason):
+                    out.append(text_sse(event.text))  # most of a stream's chunks
+                elif event.text or event.logprobs or event.finish_reason:
                     out.append(_sse(protocol.chunk(parsed, rid, model, event, tokenizer, offset)))
                     pieces = (tokenizer.token_bytes(lp.token) for lp in event.logprobs)
                     offset += sum(len(b.decode("utf-8", "replace")) for b in pieces)

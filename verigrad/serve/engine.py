@@ -193,6 +193,10 @@ class Engine:
         self.decode_seconds = self.prefill_seconds = 0.0
         self.decode_rows_total = 0
         self.joined_chunks_total = self.joined_tokens_total = 0  # prompt chunks run within decode steps
+        # of decode_seconds, the time choosing the steps' tokens and sending their events (wall, and the
+        # thread's CPU); the thread's CPU time while it works (its share of the kernels included)
+        self.sampling_seconds = self.sampling_cpu_seconds = self.engine_cpu_seconds = 0.0
+        self._chosen = 0  # tokens chosen in this turn of the loop, noted in _recent after it
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
 
     # the public side ------------------------------------------------------------------------------
@@ -266,6 +270,7 @@ class Engine:
                 if self._closing:
                     break
                 dropped = [s for s in self._running if s.handle.cancelled]
+            cpu = time.thread_time()
             for s in dropped:
                 self._finish(s, "cancelled")
             t0 = time.perf_counter()
@@ -276,6 +281,8 @@ class Engine:
                 self.decode_rows_total += len(self._running)
                 self._guarded(self._step)
                 self.decode_seconds += time.perf_counter() - t1
+            self._note_chosen()
+            self.engine_cpu_seconds += time.thread_time() - cpu
         if self._prefill is not None:
             self._drop_prefill(Event(finish_reason="cancelled"))
         for s in list(self._running):
@@ -284,6 +291,16 @@ class Engine:
             waiting, self._waiting = list(self._waiting), collections.deque()
         for handle in waiting:  # their clients are answered too
             handle.on_event(Event(finish_reason="cancelled", prompt_tokens=len(handle.request.prompt)))
+
+    def _note_chosen(self) -> None:
+        """Note this turn's tokens in the last minute's counts (`tokens_per_second`): one entry a turn,
+        not one a token."""
+        now = time.perf_counter()
+        if self._chosen:
+            self._recent.append((now, self._chosen))
+            self._chosen = 0
+        while self._recent and self._recent[0][0] < now - 60:
+            self._recent.popleft()
 
     def _guarded(self, work: Callable, *args: object) -> None:
         """Run `work`; an exception ends the sequences it concerned with an error event, not the thread."""
@@ -421,6 +438,7 @@ class Engine:
     def _stepped(self, logits: np.ndarray) -> None:
         """After a step wrote every running sequence's next position: choose their tokens (logits [B, 1,
         vocab])."""
+        t0, cpu = time.perf_counter(), time.thread_time()
         running = self._running
         self.steps_total += 1
         for s in running:
@@ -429,6 +447,8 @@ class Engine:
         best = rows.argmax(axis=1)  # the greedy rows' tokens, one call for the batch
         for s, row, token in zip(list(running), rows, best.tolist()):
             self._choose(s, row, token)
+        self.sampling_seconds += time.perf_counter() - t0
+        self.sampling_cpu_seconds += time.thread_time() - cpu
 
     def _choose(self, s: _Sequence, logits: np.ndarray, best: int | None = None) -> None:
         """Sample s's next token from its logits (`best`: their argmax, where the caller has it), tell
@@ -445,9 +465,7 @@ class Engine:
         else:
             scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
             token = next_token(scores, (), s.options, s.rng)
-        self._recent.append((time.perf_counter(), 1))
-        while self._recent and self._recent[0][0] < time.perf_counter() - 60:
-            self._recent.popleft()
+        self._chosen += 1
         if token in self.tokenizer.end_ids:  # type: ignore[attr-defined]
             self._finish(s, "stop")
             return
