@@ -10,7 +10,9 @@ server process's CPU milliseconds per output token (all its threads; Linux; in b
 workers', threads vg-pool-<k>) and the clients' own: on a shared machine the wall-clock figures measure
 the neighbours too, the CPU time much less so. For verigrad,
 from its /metrics counters, the share of the level's wall time its engine thread spent in decode steps and
-in prefill (the rest it waited for requests) and the decode steps' average rows, beside the most they
+in prefill (the rest it waited for requests; printed per level: of the steps' share, the part choosing
+tokens and sending events, and the engine thread's CPU ms per token, all of it and that part's) and the
+decode steps' average rows, beside the most they
 could average under this load (all tokens over the busiest client's: the clients whose answers end sooner
 finish first, and the busiest one's last tokens run in smaller batches).
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
@@ -54,6 +56,12 @@ each B of `--clients` (the process's CPU time, medians of alternated repetitions
 
     python benchmarks/serve.py --joined --threads 1 --clients 1,4,7,8
 
+`--stream-events` times the event loop's own work per token of a stream, without HTTP or a model: an
+engine event through the dispatch to the request's queue and out of the stream as its server-sent event
+(thread CPU microseconds; run it with each tree on PYTHONPATH to compare them).
+
+    python benchmarks/serve.py --stream-events
+
 `--steps --kernels` runs the step kernel by kernel instead, on one thread: each op's CPU time in a step
 (its plan's calls one at a time from Python), beside the whole step's (replayed) and the calls' sum.
 
@@ -78,6 +86,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import socket
 import statistics
@@ -254,11 +263,19 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
     if "decode_seconds_total" not in before or "decode_seconds_total" not in after:
         return {}
     d = {k: after[k] - before[k] for k in before if k in after}
-    return {
+    out = {
         "decode_share": d["decode_seconds_total"] / wall,
         "prefill_share": d["prefill_seconds_total"] / wall,
         "rows_per_step": d["decode_rows_total"] / max(d["decode_steps_total"], 1),
     }
+    if "sampling_seconds_total" in d:  # of the decode steps' time, choosing tokens and sending events
+        tokens = max(d["completion_tokens_total"], 1)
+        out |= {
+            "sampling_share": d["sampling_seconds_total"] / wall,
+            "engine_cpu_ms_per_token": 1000 * d["engine_cpu_seconds_total"] / tokens,
+            "sampling_cpu_ms_per_token": 1000 * d["sampling_cpu_seconds_total"] / tokens,
+        }
+    return out
 
 
 def level(
@@ -534,6 +551,43 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
         print(f"attention, {what}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
 
 
+def stream_events(tokens: int = 64, repeats: int = 300) -> None:
+    """The event loop's own work per token of a stream, no HTTP: the engine's event through `_Dispatch`
+    into the request's queue, then the stream's server-sent event (`app._stream`) of a greedy chat
+    completion with the usage; thread CPU microseconds per event over `repeats` streams of `tokens`."""
+    import asyncio
+
+    from verigrad.serve import app, protocol
+    from verigrad.serve.engine import Event
+
+    class Engine:
+        def cancel(self, handle: Any) -> None:
+            pass
+
+    async def streams() -> float:
+        model = "SmolLM2-135M-Instruct.Q4_1"
+        body = json.loads(chat_body(model, QUESTIONS[0], tokens))
+        parsed = protocol.parse(body, True, lambda messages: [1, 2, 3], 1024)
+        dispatch, words = app._Dispatch(asyncio.get_running_loop()), QUESTIONS[0].split()
+        spent = 0.0
+        for _ in range(repeats):
+            queue: asyncio.Queue = asyncio.Queue()
+            stream = app._stream(Engine(), None, queue, parsed, protocol.new_id(True), model, None)
+            await stream.__anext__()  # the assistant's role
+            t0 = time.thread_time()
+            for i in range(tokens):
+                last = i == tokens - 1
+                text = " " + words[i % len(words)]
+                dispatch.put(queue, Event(text, [i], finish_reason="length" if last else None))
+                dispatch._deliver()  # what the loop's wake-up runs
+                await stream.__anext__()
+            spent += time.thread_time() - t0
+        return spent
+
+    per_token = 1e6 * asyncio.run(streams()) / (tokens * repeats)
+    print(f"the event loop's work per streamed token (no HTTP): {per_token:.2f} us CPU")
+
+
 def engine_cpu(
     model_path: Path,
     threads: int,
@@ -724,6 +778,9 @@ def main() -> None:
         "--joined", action="store_true", help="a chunk joined to a step, or apart (see above)"
     )
     parser.add_argument(
+        "--stream-events", action="store_true", help="the event loop's work per streamed token (see above)"
+    )
+    parser.add_argument(
         "--kernels", action="store_true", help="--steps: the step kernel by kernel, one thread (see above)"
     )
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
@@ -751,6 +808,10 @@ def main() -> None:
     if args.attention:
         print(describe_machine())
         attention()
+        return
+    if args.stream_events:
+        print(describe_machine())
+        stream_events(args.max_tokens)
         return
     if args.stall:
         print(describe_machine())
