@@ -75,3 +75,23 @@ def test_the_engine_counts_its_threads_time_and_the_tokens_per_second(lm):
     assert 0 < engine.sampling_seconds < engine.decode_seconds
     assert 0 < engine.sampling_cpu_seconds <= engine.engine_cpu_seconds
     assert engine.engine_cpu_seconds > engine.sampling_cpu_seconds * 2  # the steps' kernels too
+
+
+def test_metrics_give_the_engine_threads_time(lm):
+    from starlette.testclient import TestClient
+
+    from verigrad.serve.app import create_app
+
+    engine = Engine(*lm, max_batch=2, capacity=64, block=16).start()
+    try:
+        engine.sampling_seconds, engine.sampling_cpu_seconds, engine.engine_cpu_seconds = 0.25, 0.125, 2.5
+        with TestClient(create_app(engine, "tiny")) as http:
+            text = http.get("/metrics").text
+    finally:
+        engine.close()
+    found = dict(line.split() for line in text.splitlines() if line.startswith("verigrad_"))
+    assert found["verigrad_sampling_seconds_total"] == "0.25"
+    assert found["verigrad_sampling_cpu_seconds_total"] == "0.125"
+    assert found["verigrad_engine_cpu_seconds_total"] == "2.5"
+    for name in ("sampling_seconds_total", "sampling_cpu_seconds_total", "engine_cpu_seconds_total"):
+        assert f"# TYPE verigrad_{name} counter" in text
