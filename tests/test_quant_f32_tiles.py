@@ -175,20 +175,22 @@ def test_a_rows_bits_do_not_depend_on_its_batch(qtype):
     assert_rows_alone(qtype, 21, (576, 1536, 32 * 41), 7, (1, 2))
 
 
-@pytest.mark.parametrize("qtype", BLOCK32)
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_every_nan_is_the_one_quiet_nan(qtype, monkeypatch):
     """Each output that is a NaN is 0x7fc00000, as the reference writes it, whatever NaN the sum ended in
     (activations holding NaNs of other signs and payloads, infinities that cancel): 1 to 8 activation rows
-    (the kernels of 2 to 8 rows write their sums and NaNs themselves) at widths of one chunk and of several,
-    on each vector path, 1 and 2 threads."""
+    (the 32-value formats' kernels of 2 to 8 rows write their sums and NaNs themselves; the 256-value
+    formats' take quant_f32_k_rows.c's kernels) and 9 to 17 (the tiles of the row buffer, f32_band's NaN
+    pass), at widths of one chunk and of several, on each vector path, 1 and 2 threads."""
     monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
     kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
     rng = np.random.default_rng(23)
+    widths = (576, 1536) if FORMATS[qtype].block == 32 else (768, 1536)
     try:
-        for k in (576, 1536):
+        for k in widths:
             raw = random_blocks(rng, qtype, 7, k)
-            x = rng.standard_normal((8, k)).astype(np.float32)
-            nans = np.array([0xFFC01234, 0x7F800001] * 4, np.uint32)  # NaNs of another sign and payloads
+            x = rng.standard_normal((17, k)).astype(np.float32)
+            nans = np.array([0xFFC01234, 0x7F800001] * 9, np.uint32)[:17]  # NaNs of another sign and payloads
             x[:, 5] = nans.view(np.float32)
             x[1::2, 5] = np.inf
             x[1::2, 6] = -np.inf  # inf - inf where the weights' values agree in sign
@@ -196,7 +198,7 @@ def test_every_nan_is_the_one_quiet_nan(qtype, monkeypatch):
                 taken = cpu_quant.path(path)
                 for threads in (1, 2):
                     vg.set_threads(threads)
-                    for t in range(1, 9):
+                    for t in (*range(1, 10), 12, 17):
                         got = kernel(x[:t], raw, qtype=qtype).view(np.uint32)
                         nan = np.isnan(got.view(np.float32))
                         assert nan.sum() > 0, f"{taken} k={k} t={t}"

@@ -182,7 +182,9 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
  * multiply-adds only: the widening, shifts and lookups (on the ports the multiply-adds need) are not
  * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
  * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
- * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1).
+ * loop, and the next rows fetched block by block in its first half (all of a call's fetches before its
+ * loop left the 49152 x 576 head 2% slower in a step). The chunks are of even size (48 blocks: 2 of 24,
+ * where 32 and 16 read 8 rows of x past L1).
  * INLOOP (q4_0, q4_1 and iq4_nl rows of several chunks, LONG_ROWS): the loop of sums 0..15 de-quantizes
  * each block in registers and stores only values 16..31 for the second loop, half the buffer's stores and
  * loads (576 x 1536 q4_1, 8 rows: 1.10x; at one chunk, 576 wide, it was 2% slower: the buffer stays). */
@@ -204,13 +206,12 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
             for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c += 16)                                                       \
                     scales16(row[j] + (i0 + c) * bytes, bytes, cn - c, affine, dd[j] + c, mm[j] + c);      \
-            for (int j = 0; j < RN && !inloop; j++)                                                        \
+            for (int j = 0; j < RN && !inloop && qt != Q8_0; j++)                                          \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
                     _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
-                    if (qt != Q8_0)                                                                        \
-                        block32_avx512(qt, wb, _mm512_set1_ps(dd[j][c]), _mm512_set1_ps(mm[j][c]),         \
-                                       &val[j][c][0], &val[j][c][1]);                                      \
+                    block32_avx512(qt, wb, _mm512_set1_ps(dd[j][c]), _mm512_set1_ps(mm[j][c]), &val[j][c][0], \
+                                   &val[j][c][1]);                                                         \
                 }                                                                                          \
             for (int h = 0; h < 2; h++) {                                                                  \
                 __m512 a[TN][RN];                                                                          \
@@ -222,9 +223,10 @@ enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
                     for (int j = 0; j < RN; j++) {                                                         \
                         const uint8_t *wb = row[j] + i * bytes;                                            \
                         const __m512 d = _mm512_set1_ps(dd[j][c]);                                         \
-                        if (qt == Q8_0)                                                                    \
+                        if (qt == Q8_0) {                                                                  \
+                            if (!h) _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);            \
                             v[j] = half32_avx512(qt, wb, h, &d);                                           \
-                        else if (!inloop || h)                                                             \
+                        } else if (!inloop || h)                                                           \
                             v[j] = val[j][c][h];                                                           \
                         else {                                                                             \
                             _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                    \
