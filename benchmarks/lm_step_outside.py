@@ -9,10 +9,13 @@ again on the same operands (those it writes into copied first, untimed). The sec
 operands in the caches and its result's memory just freed: the difference is what the step's order and
 allocation cost that call, measured in the same run, so that the machine's load moves both alike. It
 also counts the minor page faults of each run, and sums each call's minimum over the runs beside its
-median (`lm_train.py --kernels` sums minimums).
+median (`lm_train.py --kernels` sums minimums). `--decode B` makes that table for SmolLM2's decode step
+(`forward_rows` of B rows, the Q4_1 GGUF of `verigrad.models.fetch.fetch("smollm2")`, f32 activations) in
+place of the GPT's: its plan's loop, which it runs before it replays.
 
     python benchmarks/lm_step_outside.py --repeats 7
     python benchmarks/lm_step_outside.py --repeats 7 --again
+    python benchmarks/lm_step_outside.py --repeats 7 --again --decode 1
 """
 
 from __future__ import annotations
@@ -114,12 +117,47 @@ def again_table(plan: Any, arrays: list[np.ndarray], repeats: int) -> None:
     print(f"each call's minimum over the runs, summed: in step {minimums[0]:.2f} ms, again {minimums[1]:.2f}")
 
 
+def decode_plan(rows: int) -> tuple[Any, list[np.ndarray]]:
+    """SmolLM2's decode step of `rows` rows (one thread, cpu backend): its plan, after 12 steps, and the
+    arrays a step gives it."""
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+    from verigrad.models.fetch import fetch
+
+    set_threads(1)
+    model, _ = load_language_model(fetch("smollm2"), "f32")
+    with backend("cpu"):
+        cache, ids, lengths = (
+            model.new_cache(rows, 512),
+            np.full((rows, 1), 42),
+            [100 + 7 * i for i in range(rows)],
+        )
+        for _ in range(12):  # the plan built, then its calls recorded and replayed
+            model.forward_rows(ids, cache, lengths)
+        (plan,) = model.cached_step.decode_rows["f32"]._plans.values()
+        given: list[list[np.ndarray]] = []
+        run = plan.run_locked
+        plan.run_locked = lambda arrays: given.append(list(arrays)) or run(arrays)
+        model.forward_rows(ids, cache, lengths)
+        del plan.run_locked
+    return plan, given[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=7, help="runs, and calls alone (default 7)")
     parser.add_argument("--again", action="store_true", help="each call in the step against it at once again")
+    parser.add_argument(
+        "--decode", type=int, metavar="B", help="with --again: SmolLM2's decode step of B rows"
+    )
     args = parser.parse_args()
     from verigrad.backends import cpu
+
+    if args.decode:
+        plan, arrays = decode_plan(args.decode)
+        with np.errstate(all="ignore"):
+            again_table(plan, arrays, args.repeats)
+        return
 
     steps, x, y = small_steps(1)
     compiled = steps["compiled"]
