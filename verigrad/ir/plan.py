@@ -57,7 +57,7 @@ import numpy as np
 
 from .. import settings
 from ..backends import Backend
-from ..backends.memory import retain_freed
+from ..backends.memory import COLLAPSE_AT, collapse_heap, retain_freed
 from ..eager import conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
@@ -373,6 +373,8 @@ class Plan:
         """`run`, the caller holding `lock` (a compiled call holds it until it has written the updates
         back, so that the next run reads them)."""
         self.runs += 1
+        if self.runs == COLLAPSE_AT:  # the heap now holds a run: into huge pages (backends/memory.py)
+            collapse_heap()
         if self._strides is not None and not self._inplace_holds(arrays):
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
         replayed = self._replayed(arrays)
