@@ -183,37 +183,57 @@ HUGE_HEAP_CHECK = """
     import numpy as np
     from verigrad.backends import memory
 
-    def advised_huge(address):  # the mapping holding it has VmFlags "hg"
-        inside = False
+    def heap_huge_kib():  # AnonHugePages over the heap's mappings
+        total, inside = 0, False
         with open("/proc/self/smaps") as f:
             for line in f:
                 head = line.split()[0]
                 if "-" in head and not head.endswith(":"):
-                    lo, hi = (int(h, 16) for h in head.split("-"))
-                    inside = lo <= address < hi
-                elif inside and head == "VmFlags:":
-                    return "hg" in line.split()[1:]
-        return False
+                    inside = line.rstrip().endswith("[heap]")
+                elif inside and head == "AnonHugePages:":
+                    total += int(line.split()[1])
+        return total
 
-    print(memory.huge_pages(), memory.retain_freed(), end=" ")
-    arrays = [np.empty(1 << 20, np.uint8) for _ in range(64)]
-    print(sum(advised_huge(a.ctypes.data + a.nbytes // 2) for a in arrays))
+    def address_space():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0])
+
+    memory.retain_freed()
+    arrays = [np.ones(1 << 18, np.float32) for _ in range(64)]  # 64 MiB of heap, written
+    before, space = heap_huge_kib(), address_space()
+    asked = memory.collapse_heap()
+    gained = (heap_huge_kib() - before) >> 10
+    print(memory.huge_pages(), asked >> 20, gained, address_space() == space, memory.collapse_heap())
 """
 
 
-def test_large_arrays_lie_in_huge_pages_only_where_asked():
-    """With VERIGRAD_HUGE_PAGES=1 (and the kernel's 'madvise' setting) the heap `retain_freed` grew
-    (`huge_heap`) is advised for huge pages and the arrays a step then allocates lie there, those below
-    4 MiB too, which NumPy does not advise itself; by default the heap is left alone: its 512 MiB would
-    count against an address-space limit (fresh processes: the heap is grown once a process)."""
+def test_the_heap_is_gathered_into_huge_pages_without_more_address_space():
+    """`collapse_heap` gathers the heap's pages into huge pages (where the kernel can: Linux 6.1+, THP not
+    "never"), the 64 MiB of arrays written there too, which NumPy does not advise itself; the address
+    space stays as it was (an address-space limit behaves as without); a second call has nothing new to
+    gather; VERIGRAD_HUGE_PAGES=0 leaves the heap alone (fresh processes)."""
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's heap and /proc/self/smaps: Linux only")
     default = run_python(HUGE_HEAP_CHECK, VERIGRAD_HUGE_PAGES=None)
     assert default.returncode == 0, default.stderr
-    asked, retained, advised = default.stdout.split()
-    assert asked == "False" and int(advised) == 0
-    opted = run_python(HUGE_HEAP_CHECK, VERIGRAD_HUGE_PAGES="1")
-    assert opted.returncode == 0, opted.stderr
-    asked, retained, advised = opted.stdout.split()
-    if asked == "True" and retained == "True":  # the kernel gives huge pages where asked; glibc
-        assert int(advised) >= 32  # (the heap below the advised part may have room for some)
+    allowed, asked, gained, same_space, again = default.stdout.split()
+    assert same_space == "True" and again == "0"
+    if allowed == "True" and int(asked):  # the kernel took it
+        assert int(asked) >= 64 and int(gained) >= 48  # (a 2 MiB range at each end may stay apart)
+    off = run_python(HUGE_HEAP_CHECK, VERIGRAD_HUGE_PAGES="0")
+    assert off.returncode == 0, off.stderr
+    assert off.stdout.split()[:3] == ["False", "0", "0"]
+
+
+def test_a_plan_gathers_the_heap_once_before_its_third_run(monkeypatch):
+    """A plan calls `collapse_heap` once, before its COLLAPSE_AT-th run: its checked run and one of its
+    loop have grown the heap to what a run holds."""
+    import verigrad.ir.plan as plan_module
+
+    calls = []
+    monkeypatch.setattr(plan_module, "collapse_heap", lambda: calls.append(1) or 0)
+    compiled = verigrad.compile(lambda x: (x * 2.0).exp().sum())
+    x = verigrad.tensor(np.arange(6, dtype=np.float32))
+    for k in range(1, 7):
+        compiled(x)
+        assert len(calls) == (k >= memory.COLLAPSE_AT)

@@ -10,19 +10,21 @@ serves arrays up to MMAP_MAX from the heap and trims the heap only beyond TRIM_A
 the next step reuses the pages the last one freed, as a caching allocator does. The memory in use is
 unchanged; the process keeps up to its peak of freed heap.
 
-With VERIGRAD_HUGE_PAGES=1 (off by default) it then grows the heap by HUGE_HEAP bytes of address space
-(allocated in pieces below MMAP_MAX, then freed: nothing is written there but the pieces' headers) and
-asks the kernel for transparent huge pages there (`madvise(MADV_HUGEPAGE)`, where the system's setting is
-"madvise"; glibc's own `glibc.malloc.hugetlb` tunable is read only at start-up; NumPy advises its arrays
-of 4 MiB and more itself, not the smaller ones). The arrays then allocated there are mapped by 2 MiB
-pages: fewer TLB misses as a step's kernels stream through their operands (the small GPT's training step,
-whose activations are 0.5 to 2 MiB, ~3% less CPU time, eager or compiled), one page fault per 2 MiB; the
-peak resident memory is within a huge page or two of the same. It is off by default because those 512 MiB
-count against an address-space limit (`ulimit -v`, RLIMIT_AS) from the first kernel on, and the freed
-heap kept there then serves a large allocation that the limit was meant to refuse.
+Once a compiled plan has run a few times (`COLLAPSE_AT`), the heap has grown to what its runs hold, and
+`collapse_heap` asks the kernel to gather the heap's pages into transparent huge pages
+(`madvise(MADV_COLLAPSE)`, Linux 6.1 or later, whatever the system's THP setting short of "never"; NumPy
+advises its arrays of 4 MiB and more itself, not the smaller ones, and glibc's `glibc.malloc.hugetlb`
+tunable is read only at start-up). The arrays the next runs take from there are mapped by 2 MiB pages:
+fewer TLB misses as a step's kernels stream through their operands (the small GPT's training step, whose
+activations are 0.5 to 2 MiB: ~4% less CPU time), for a one-time copy (a few hundred ms for its 110 MiB of
+heap). It adds no address space (an address-space limit, `ulimit -v` or RLIMIT_AS, behaves as without;
+growing the heap by 512 MiB of advised address space at the first kernel, as an earlier version did,
+broke that), and the memory in use grows by the unused pages of the 2 MiB ranges it fills (~1%). Each
+call gathers the heap grown since the last. VERIGRAD_HUGE_PAGES=0 turns it off.
 
-The cpu backend calls it when it loads, and a compiled plan when it is built (on any backend), unless
-VERIGRAD_RETAIN_MEMORY=0. Outside glibc it does nothing.
+The cpu backend calls `retain_freed` when it loads, and a compiled plan when it is built (on any backend),
+then `collapse_heap` before its COLLAPSE_AT-th run; neither does anything where VERIGRAD_RETAIN_MEMORY=0 or
+outside glibc on Linux.
 """
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ from ..settings import env_flag
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 MMAP_MAX = 32 << 20  # the largest mmap threshold glibc accepts (64-bit)
 TRIM_AT = 1 << 30
-HUGE_HEAP, HUGE_PIECE = 512 << 20, 16 << 20  # below TRIM_AT: the freed top of the heap stays
-MADV_HUGEPAGE, HUGE_PAGE, PAGE = 14, 2 << 20, 4096
+MADV_COLLAPSE, HUGE_PAGE = 25, 2 << 20
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
-OVERCOMMIT = "/proc/sys/vm/overcommit_memory"  # 2: strict, where the heap's address space would count
+COLLAPSE_AT = 3  # a plan's run before which `collapse_heap` runs: after its checked run and one of its loop
 
 _done = [False]
-_lock = threading.Lock()  # one thread sets malloc up (and grows the heap) once
+_collapsed = [0]  # the address up to which `collapse_heap` has gathered the heap
+_lock = threading.Lock()  # one thread sets malloc up, or gathers the heap, at a time
 
 
 def enabled() -> bool:
@@ -67,44 +69,48 @@ def _retain_freed() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     _done[0] = bool(mallopt(M_MMAP_THRESHOLD, MMAP_MAX)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_AT))
-    if _done[0] and huge_pages():
-        huge_heap(ctypes.CDLL(None))
     return _done[0]
 
 
 def huge_pages() -> bool:
-    """Whether `retain_freed` advises the heap for huge pages: VERIGRAD_HUGE_PAGES is 1 (true, yes, on),
-    the kernel gives transparent huge pages where a program asks for them ("madvise") and does not
-    count address space as memory (overcommit_memory 2: HUGE_HEAP would be charged though unused)."""
-    if not env_flag("VERIGRAD_HUGE_PAGES", False):
+    """Whether `collapse_heap` gathers the heap into huge pages: VERIGRAD_HUGE_PAGES is not 0 (false, no,
+    off) and the kernel's setting for transparent huge pages is not "never"."""
+    if not env_flag("VERIGRAD_HUGE_PAGES", True):
         return False
     try:
         with open(THP_SETTING) as f:
-            advised = "[madvise]" in f.read()
-        with open(OVERCOMMIT) as f:
-            strict = f.read().strip() == "2"
+            return "[never]" not in f.read()
     except OSError:
         return False
-    return advised and not strict
 
 
-def huge_heap(libc: ctypes.CDLL) -> int:
-    """The heap grown by HUGE_HEAP bytes that the kernel maps with huge pages (see the module docstring);
-    the bytes so advised (0 where the heap did not grow in one piece)."""
-    libc.malloc.argtypes, libc.malloc.restype = [ctypes.c_size_t], ctypes.c_void_p
-    libc.free.argtypes, libc.free.restype = [ctypes.c_void_p], None
-    libc.sbrk.argtypes, libc.sbrk.restype = [ctypes.c_ssize_t], ctypes.c_void_p
-    libc.madvise.argtypes, libc.madvise.restype = (
-        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int],
-        ctypes.c_int,
-    )
-    start = libc.sbrk(0)
-    pieces = [libc.malloc(HUGE_PIECE) for _ in range(HUGE_HEAP // HUGE_PIECE)]
-    end = libc.sbrk(0)
-    lo = -(-start // HUGE_PAGE) * HUGE_PAGE
-    size = (end - lo) // PAGE * PAGE if end and start and end > lo else 0
-    if size and libc.madvise(lo, size, MADV_HUGEPAGE) != 0:
-        size = 0
-    for piece in pieces:
-        libc.free(piece)
-    return size
+def collapse_heap() -> int:
+    """The heap grown since the last call gathered into huge pages, where `retain_freed` is set and
+    `huge_pages()` (see the module docstring); the bytes asked for (0: nothing new, or refused)."""
+    with _lock:
+        if not _done[0] or not huge_pages():
+            return 0
+        libc = ctypes.CDLL(None)
+        libc.sbrk.argtypes, libc.sbrk.restype = [ctypes.c_ssize_t], ctypes.c_void_p
+        libc.madvise.argtypes, libc.madvise.restype = (
+            [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int],
+            ctypes.c_int,
+        )
+        start, end = max(heap_start(), _collapsed[0]), libc.sbrk(0) or 0
+        lo, hi = -(-start // HUGE_PAGE) * HUGE_PAGE, end // HUGE_PAGE * HUGE_PAGE
+        if not start or hi <= lo:
+            return 0
+        _collapsed[0] = hi  # asked once: a kernel that refuses (before 6.1) refuses again
+        return hi - lo if libc.madvise(lo, hi - lo, MADV_COLLAPSE) == 0 else 0
+
+
+def heap_start() -> int:
+    """The lowest address of the process's heap (its `[heap]` mapping in /proc/self/maps); 0 if none."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if line.rstrip().endswith("[heap]"):
+                    return int(line.split("-", 1)[0], 16)
+    except OSError:
+        pass
+    return 0

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import math
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -58,12 +57,13 @@ import numpy as np
 
 from .. import settings
 from ..backends import Backend
-from ..backends.memory import retain_freed
+from ..backends.memory import COLLAPSE_AT, collapse_heap, retain_freed
 from ..eager import conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
 from . import kernel_choice
 from .kernel_choice import ALIASING
+from .memory_plan import held_bytes, nbytes
 from .passes import lower, memplan
 from .passes.fuse import merge, mergeable
 from .program import Program
@@ -121,11 +121,6 @@ def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
         if expected != n:
             raise ShapeError(f"{where}: dimension {i} is {n}, but {d} = {expected} for {values}")
     return values
-
-
-def _nbytes(spec: Spec) -> int:
-    """The bytes of an array of the concrete `spec`."""
-    return math.prod(spec.shape) * spec.dtype.np.itemsize
 
 
 def _dead_after(
@@ -378,6 +373,8 @@ class Plan:
         """`run`, the caller holding `lock` (a compiled call holds it until it has written the updates
         back, so that the next run reads them)."""
         self.runs += 1
+        if self.runs == COLLAPSE_AT:  # the heap now holds a run: into huge pages (backends/memory.py)
+            collapse_heap()
         if self._strides is not None and not self._inplace_holds(arrays):
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
         replayed = self._replayed(arrays)
@@ -451,21 +448,9 @@ class Plan:
         training step's large ones (the small GPT's: 100 MiB more than its run's 44 MiB, 15 MiB of
         parameters and moments), whose memory it would hold twice over, each result in memory of its
         own, cold in the caches."""
-        specs, dead = self.specs, self._dead
-        held: dict[int, int] = {}
-        live = total = peak = 0
-        for k, step in enumerate(self.calls):
-            outs = step.outs if isinstance(step, Merged) else (step.out,)
-            intos = step.intos if isinstance(step, Merged) else (step.into,)
-            for slot, into in zip(outs, intos):
-                if into is None and step.op.name not in VIEW_OPS:
-                    held[slot] = size = _nbytes(specs[slot])
-                    live, total = live + size, total + size
-            peak = max(peak, live)
-            for slot in dead[k]:
-                live -= held.pop(slot, 0)
+        peak, total = held_bytes(self.calls, self._dead, self.specs)
         n = self.program.n_args
-        captured = sum(_nbytes(specs[slot]) for slot in self.input_slots[n:])
+        captured = sum(nbytes(self.specs[slot]) for slot in self.input_slots[n:])
         return total - peak <= max(self.replay_extra, peak // 4, captured // 2)
 
     def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
