@@ -17,7 +17,7 @@ import verigrad
 import verigrad.nn.functional as F
 from verigrad.backends import cpu
 from verigrad.ir import passes
-from verigrad.ir.passes import loss_step
+from verigrad.ir.passes import constfold, loss_step
 from verigrad.ops import REGISTRY
 
 SMALL_CHUNK = 7  # the min chunk the `small_chunks` fixture (conftest.py) sets
@@ -176,3 +176,29 @@ def test_the_pass_leaves_what_it_cannot_fuse(name, monkeypatch):
     unfused = _losses(DECLINED[name], False, monkeypatch, "reference", steps=2)
     assert fused == unfused
     assert fused[2]["cross_entropy_step"] == 0
+
+
+def test_the_pass_on_a_traced_loss_and_its_gradient():
+    """A program's cross_entropy and its gradient (backward()'s 1 after the loss, folded to a constant
+    and moved before it) become the step, its slices and the total: printed against
+    tests/golden/loss_step.txt, verified, the same bits on the reference backend."""
+    from test_passes import check, golden
+
+    n = verigrad.dims("n")
+
+    def f(x, y):
+        x = x.detach().requires_grad_()
+        loss = F.cross_entropy(x * 2.0, y)
+        loss.backward()
+        return loss, x.grad
+
+    p = constfold.run(verigrad.trace(f, verigrad.spec([n, 6]), verigrad.spec([n], "i64"))).verify()
+    rng = np.random.default_rng(2)
+    after = check(
+        loss_step.run, p, rng.standard_normal((5, 6)).astype(np.float32), np.array([0, 5, -100, 2, 1])
+    )
+    golden("loss_step", p, after)
+    assert [i.name for i in after if i.name.startswith("cross_entropy")] == [
+        "cross_entropy_step",
+        "cross_entropy_total",
+    ]
