@@ -1,4 +1,5 @@
-"""Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient,
+"""Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient
+(and both from one pass over each row: cross_entropy_step, whose losses cross_entropy_total reduces),
 layer_norm and rms_norm and their input and weight gradients; each row (each column of a weight
 gradient) by one thread.
 

@@ -82,6 +82,7 @@ def _emit(program: Program, rw: Rewriter, loss: Instr, grad: Instr, index: int) 
     n, c = logits.spec.shape
     dtype = grad.out.spec.dtype
     params = dict(loss.params)
+    # new values numbered by the program's counter, which the rewritten program continues from
     step = program.new_value(Spec((n * c + n,), dtype))
     rw.emit(cross_entropy_step, (logits, target, g), params, step, index)
     flat = program.new_value(Spec((n * c,), dtype))

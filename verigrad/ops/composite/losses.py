@@ -7,6 +7,8 @@ The decomposition is log_softmax and a one-hot mask built by comparing arange(C)
 left out (one kernel for a backend, the ignored class included, so that a compiled training step
 replays whole; its decomposition is the reference). A target outside [0, C) raises IndexError, eagerly and in
 a compiled plan alike (the decomposition checks it with `check_index`, a backend's kernel itself).
+`cross_entropy_step` computes the gradient and the rows' losses at once and `cross_entropy_total` reduces
+those losses: what a compiled step holding both runs (ir/passes/loss_step.py).
 """
 
 from __future__ import annotations
@@ -200,13 +202,17 @@ cross_entropy_grad = Op(
 STEP_REDUCTIONS = ("mean", "sum")
 
 
-def _step_canon(logits: Spec, target: Spec, g: Spec, reduction: str = "mean", ignore_index=None) -> dict:
+def _step_canon(
+    logits: Spec, target: Spec, g: Spec, reduction: str = "mean", ignore_index: int | None = None
+) -> dict:
     if reduction not in STEP_REDUCTIONS:
         raise ValueError(f"cross_entropy_step: reduction must be 'mean' or 'sum', got {reduction!r}")
     return _canon(logits, target, reduction, ignore_index)
 
 
-def _step_shape(logits: tuple, target: tuple, g: tuple, reduction: str, ignore_index=None) -> tuple:
+def _step_shape(
+    logits: tuple, target: tuple, g: tuple, reduction: str, ignore_index: int | None = None
+) -> tuple:
     n, c = _grad_shape(logits, target, g, reduction)
     return (n * c + n,)
 
@@ -239,7 +245,7 @@ cross_entropy_step = Op(
 )
 
 
-def _total_shape(nll: tuple, target: tuple, reduction: str, ignore_index=None) -> tuple:
+def _total_shape(nll: tuple, target: tuple, reduction: str, ignore_index: int | None = None) -> tuple:
     if len(nll) != 1 or tuple(target) != tuple(nll):
         raise ShapeError(
             f"the rows' losses [N] and targets [N] disagree: {shape_text(nll)}, {shape_text(target)}"
