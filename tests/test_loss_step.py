@@ -202,3 +202,19 @@ def test_the_pass_on_a_traced_loss_and_its_gradient():
         "cross_entropy_step",
         "cross_entropy_total",
     ]
+
+
+def test_the_pass_leaves_a_loss_per_row():
+    """reduction "none": its gradient is one per row (here an input, known before the loss), which the
+    step op does not take."""
+
+    def f(x, y, g):
+        x = x.detach().requires_grad_()
+        loss = F.cross_entropy(x, y, reduction="none")
+        loss.backward(g)
+        return loss, x.grad
+
+    p = verigrad.trace(f, verigrad.spec([5, 6]), verigrad.spec([5], "i64"), verigrad.spec([5]))
+    after = loss_step.run(constfold.run(p)).verify()
+    assert Counter(i.name for i in after)["cross_entropy_grad"] == 1
+    assert Counter(i.name for i in after)["cross_entropy_step"] == 0
