@@ -16,7 +16,18 @@ import verigrad as vg
 from verigrad.backends import Backend, get_backend
 from verigrad.cli.trainer import training_step
 from verigrad.ir import IRError
-from verigrad.ir.passes import PIPELINE, constfold, cse, dce, fuse, lower, memplan, optimize, simplify
+from verigrad.ir.passes import (
+    PIPELINE,
+    constfold,
+    cse,
+    dce,
+    fuse,
+    loss_step,
+    lower,
+    memplan,
+    optimize,
+    simplify,
+)
 from verigrad.ir.passes.simplify import refines
 from verigrad.ir.plan import Plan, bind
 from verigrad.models import digits_cnn
@@ -479,4 +490,4 @@ def test_an_optimized_cnn_training_step_gives_the_same_bits():
 
 
 def test_the_pipeline_order():
-    assert [constfold.run, simplify.run, cse.run, dce.run, fuse.run, memplan.run] == PIPELINE
+    assert [constfold.run, simplify.run, cse.run, dce.run, loss_step.run, fuse.run, memplan.run] == PIPELINE

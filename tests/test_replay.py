@@ -82,10 +82,11 @@ def test_a_training_step_replays_with_the_bits_of_the_plan_without_replay(monkey
     # the whole step is one replay: where a fused kernel may not hold pow (the C library's is not
     # NumPy's: on AVX-512 machines), Adam's bias corrections run member by member, their casts of 0-d
     # f64 values to f32 too, by the backend's cast kernel; cross_entropy with PyTorch's ignore_index
-    # is one kernel forward and one backward, which check the targets and leave the ignored rows out
+    # and its gradient are one kernel (the loss_step pass), which checks the targets and leaves the
+    # ignored rows out, and the reduction of its rows' losses
     python = {call.op.name for call, kind in zip(plan.calls, kinds) if kind == replay.PYTHON}
     assert python <= {"cast"}
-    assert {("cross_entropy", "f32"), ("cross_entropy_grad", "f32")} <= {
+    assert {("cross_entropy_step", "f32"), ("cross_entropy_total", "f32")} <= {
         (call.op.name, call.spec.dtype.name) for call, kind in zip(plan.calls, kinds) if kind == replay.REPLAY
     }
     # the convolutions, their gradients, pooling, the fused Adam updates and the i64 step count's add

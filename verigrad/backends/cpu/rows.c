@@ -18,6 +18,8 @@
  *            reference reduces them; returns 1 where it is NaN (whose bits depend on NumPy's order);
  * xent_grad: out[r, j] = (softmax(x)[r, j] - (j == t)) * g[r * g_step] (for a mean, g divided by the
  *            count of rows not ignored, in the dtype); 0 on an ignored row; returns 1 as xent does;
+ * xent_step: xent_grad's rows, then xent's nll, from one pass over each row (a compiled step's loss and
+ *            gradient, ir/passes/loss_step.py);
  * layer_norm: xc = x - mean(x); out = xc * (1 / sqrt(mean(xc * xc) + eps)) * w + b;
  * rms_norm:  out = x * (1 / sqrt(mean(x * x) + eps)) * w;
  * norm_grad: the gradient of layer_norm (center) or rms_norm with respect to x, for the output's
@@ -51,6 +53,7 @@ typedef struct {
     const int64_t *target;
     const void *scale;
     void *out;
+    void *losses; /* xent_grad: the rows' losses too, where not null */
     int64_t n, block, scale_step;
     int64_t ignore, count; /* the ignored class (where has_ignore); the mean's count (0: a sum) */
     int has_ignore;
@@ -285,36 +288,58 @@ static inline int64_t norm_batch(int64_t n) {
         }                                                                                     \
         return out[0] != out[0];                                                              \
     }                                                                                         \
+    /* the gradient's rows; where p->losses is not null, each row's loss too (xent's), from the same  \
+       exps: the row's exps, sum and log, then its quotients while the row is in cache */     \
     static void xent_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
         int64_t n = p->n;                                                                     \
-        T *tmp = (T *)malloc((size_t)n * sizeof(T));                                          \
+        T *tmp = (T *)malloc((size_t)n * sizeof(T)), *losses = (T *)p->losses;                \
         for (int64_t r = lo; r < hi; r++) {                                                   \
             const T *row = (const T *)p->x + r * n;                                           \
             T *out = (T *)p->out + r * n;                                                     \
             int64_t t = p->target[r];                                                         \
             if (p->has_ignore && t == p->ignore) {                                            \
                 for (int64_t i = 0; i < n; i++) out[i] = (T)0;                                \
+                if (losses) losses[r] = (T)0;                                                 \
                 continue;                                                                     \
             }                                                                                 \
-            T s = exps_##SUF(row, tmp, out, n, vg_rowmax_##SUF(row, n), p->block, r + 1 < hi ? row + n : 0);            \
+            T m = vg_rowmax_##SUF(row, n);                                                    \
+            T s = exps_##SUF(row, tmp, out, n, m, p->block, r + 1 < hi ? row + n : 0);        \
+            if (losses) {                                                                     \
+                T l;                                                                          \
+                vg_log_##SUF(&s, &l, 1, 1, 1); /* each element's bits are its own: xent's */  \
+                losses[r] = -((row[t] - m) - l);                                              \
+            }                                                                                 \
             T g = ((const T *)p->scale)[r * p->scale_step];                                   \
             if (p->count) g = g / (T)p->count;                                                \
             xent_grad_row_##SUF(out, n, s, t, g);                                             \
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
-    /* mean: g divided by the count of rows not ignored */                                   \
-    int vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *g, int64_t g_step,     \
-                           T *out, int64_t rows, int64_t n, int64_t block, int mean,          \
-                           int has_ignore, int64_t ignore, int64_t min_rows, int threads) {   \
+    /* mean: g divided by the count of rows not ignored; nll: null, or the rows' losses (as xent's) */ \
+    static int xent_grad_##SUF(const T *x, const int64_t *target, const T *g, int64_t g_step, T *out, \
+                               T *nll, int64_t rows, int64_t n, int64_t block, int mean,      \
+                               int has_ignore, int64_t ignore, int64_t min_rows, int threads) { \
         if (targets_out_of_range(target, rows, n, has_ignore, ignore)) return 1;              \
         vg_rowjob p = {.x = x, .target = target, .scale = g, .scale_step = g_step,            \
-                       .out = out, .n = n, .block = block, .has_ignore = has_ignore,          \
-                       .ignore = ignore,                                                      \
+                       .out = out, .losses = nll, .n = n, .block = block,                     \
+                       .has_ignore = has_ignore, .ignore = ignore,                            \
                        .count = mean ? kept_rows(target, rows, has_ignore, ignore) : 0};      \
         vg_parallel_for(rows, min_rows, threads, xent_grad_##SUF##_chunk, &p);                \
         return 0;                                                                             \
+    }                                                                                         \
+    int vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *g, int64_t g_step, T *out, \
+                           int64_t rows, int64_t n, int64_t block, int mean, int has_ignore,  \
+                           int64_t ignore, int64_t min_rows, int threads) {                   \
+        return xent_grad_##SUF(x, target, g, g_step, out, 0, rows, n, block, mean, has_ignore, ignore, \
+                               min_rows, threads);                                            \
+    }                                                                                         \
+    /* out: rows * n gradient elements, then the rows' losses */                              \
+    int vg_xent_step_##SUF(const T *x, const int64_t *target, const T *g, int64_t g_step, T *out, \
+                           int64_t rows, int64_t n, int64_t block, int mean, int has_ignore,  \
+                           int64_t ignore, int64_t min_rows, int threads) {                   \
+        return xent_grad_##SUF(x, target, g, g_step, out, out + rows * n, rows, n, block, mean, has_ignore, \
+                               ignore, min_rows, threads);                                    \
     }                                                                                         \
     /* each row's mean (0 for rms_norm) and rs = 1 / sqrt(mean(xc * xc) + eps) for the k rows at x,   \
        as the decompositions round them (sq: k n of scratch) */                               \

@@ -1,4 +1,5 @@
-"""Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient,
+"""Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient
+(and both from one pass over each row: cross_entropy_step, whose losses cross_entropy_total reduces),
 layer_norm and rms_norm and their input and weight gradients; each row (each column of a weight
 gradient) by one thread.
 
@@ -23,7 +24,7 @@ from ...ops import contiguous, cross_entropy, exp, layer_norm, log, log_softmax,
 from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
 from ...ops.checks import out_of_range
-from ...ops.composite.losses import cross_entropy_grad
+from ...ops.composite.losses import cross_entropy_grad, cross_entropy_step, cross_entropy_total
 from ...ops.composite.normalization import (
     layer_norm_grad,
     layer_norm_weight_grad,
@@ -57,7 +58,7 @@ ROWS = (
 # so their bound is relative plus absolute, at 8 epsilons each; cross_entropy_grad subtracts 1 from
 # softmax's target entry, which turns its 9 ulps of a number up to 1 into an absolute error of 9 epsilons
 # times |g|: 32 epsilons hold for |g| <= 3 (a mean or summed loss's gradient is 1).
-CALLS_EXP = ("softmax", "log_softmax", "cross_entropy", "cross_entropy_grad")
+CALLS_EXP = ("softmax", "log_softmax", "cross_entropy", "cross_entropy_grad", "cross_entropy_step")
 
 
 def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
@@ -72,7 +73,8 @@ def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
     eps = float(np.finfo(DTYPES[dtype_name]).eps)
     if name == "softmax":
         return ulp(9)
-    return tolerance(32 * eps, 32 * eps) if name == "cross_entropy_grad" else tolerance(8 * eps, 8 * eps)
+    grad = name in ("cross_entropy_grad", "cross_entropy_step")  # the step's losses: within the gradient's
+    return tolerance(32 * eps, 32 * eps) if grad else tolerance(8 * eps, 8 * eps)
 
 
 _P, _I, _T = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
@@ -157,13 +159,37 @@ def _targets(target: Any) -> np.ndarray | None:
     return target
 
 
-def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent", _XENT_ARGS, ctypes.c_int)
+def _total(k: _Rows) -> Callable:
+    """The rows' losses reduced as the reference reduces them (NumPy's pairwise sum in double, rounded
+    once; a mean over the rows kept, in the dtype), in C; a NaN's bits depend on NumPy's order: its own
+    kernels then (C says so, so that a replay of the call stops there too), the result an array as on any
+    other input."""
     total = k.fn("xent_total", _XENT_TOTAL_ARGS, ctypes.c_int)
     dtype = from_numpy_dtype(k.dtype)
     reduce = {
         op.name: silenced(op.fast(dtype, (dtype,), axis=(0,), keepdim=False)) for op in (reduce_sum, mean)
     }
+
+    def reduced(nll: np.ndarray, targets: np.ndarray, reduction: str, ignore_index: int | None) -> np.ndarray:
+        if reduction == "none":
+            return nll
+        out = np.empty((), k.dtype)
+        mean_, ignoring, ignore = reduction == "mean", ignore_index is not None, ignore_index or 0
+        if not total(
+            k.ptr(nll), k.ptr(targets), nll.shape[0], k.block, int(mean_), ignoring, ignore, k.ptr(out)
+        ):
+            return out
+        if not (mean_ and ignoring):
+            return np.asarray(reduce[reduction](nll))
+        with np.errstate(all="ignore"):  # all rows ignored: 0 / 0, NaN as the reference's
+            return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
+
+    return reduced
+
+
+def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
+    fn = k.fn("xent", _XENT_ARGS, ctypes.c_int)
+    reduced = _total(k)
 
     def kernel(
         logits: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
@@ -177,25 +203,29 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
         args = (n, c, k.block, ignoring, ignore, k.min_rows(c), k.backend.threads)
         if fn(k.ptr(rows), k.ptr(targets), k.ptr(nll), *args):
             raise out_of_range(target, c, "cross_entropy", "target", ignore_index)
-        if reduction == "none":
-            return nll
-        # the reference's reduction (NumPy's pairwise sum in double, rounded once; a mean over the rows
-        # kept, in the dtype), in C; a NaN's bits depend on NumPy's order: its own kernels then (C says
-        # so, so that a replay of the call stops there too), the result an array as on any other input
-        out = np.empty((), k.dtype)
-        mean_ = reduction == "mean"
-        if not total(k.ptr(nll), k.ptr(targets), n, k.block, int(mean_), ignoring, ignore, k.ptr(out)):
-            return out
-        if not (mean_ and ignoring):
-            return np.asarray(reduce[reduction](nll))
-        with np.errstate(all="ignore"):  # all rows ignored: 0 / 0, NaN as the reference's
-            return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
+        return reduced(nll, targets, reduction, ignore_index)
 
     return kernel
 
 
-def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent_grad", _XENT_GRAD_ARGS, ctypes.c_int)
+def _cross_entropy_total(k: _Rows, fallback: Callable) -> Callable:
+    reduced = _total(k)
+
+    def kernel(
+        nll: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
+    ) -> np.ndarray:
+        losses, targets = k.rows_of(nll), _targets(target)
+        if losses is None or targets is None:
+            return fallback(nll, target, reduction=reduction, ignore_index=ignore_index)
+        return reduced(losses, targets, reduction, ignore_index)
+
+    return kernel
+
+
+def _cross_entropy_grad(k: _Rows, fallback: Callable, losses: bool = False) -> Callable:
+    """cross_entropy_grad's kernel; with `losses`, cross_entropy_step's: the gradient flattened, then the
+    rows' losses, from one pass over each row."""
+    fn = k.fn("xent_step" if losses else "xent_grad", _XENT_GRAD_ARGS, ctypes.c_int)
 
     def kernel(
         logits: np.ndarray,
@@ -208,7 +238,7 @@ def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
         if rows is None or scale is None or targets is None or not logits.shape[0]:  # no rows: no mean
             return fallback(logits, target, g, reduction=reduction, ignore_index=ignore_index)
         n, c = logits.shape
-        out = np.empty(logits.shape, k.dtype)
+        out = np.empty(n * c + n if losses else (n, c), k.dtype)
         step, mean_ = int(reduction == "none"), int(reduction == "mean")  # C divides g by the count
         args = (n, c, k.block, mean_, ignore_index is not None, ignore_index or 0, k.min_rows(c))
         if fn(k.ptr(rows), k.ptr(targets), k.ptr(scale), step, k.ptr(out), *args, k.backend.threads):
@@ -302,6 +332,8 @@ def register(backend: Any, lib: Library) -> None:
             "log_softmax": _softmax(k, True, composite_reference(log_softmax)),
             "cross_entropy": _cross_entropy(k, composite_reference(cross_entropy)),
             "cross_entropy_grad": _cross_entropy_grad(k, composite_reference(cross_entropy_grad)),
+            "cross_entropy_step": _cross_entropy_grad(k, composite_reference(cross_entropy_step), True),
+            "cross_entropy_total": _cross_entropy_total(k, composite_reference(cross_entropy_total)),
             "layer_norm": _layer_norm(k, composite_reference(layer_norm)),
             "rms_norm": _rms_norm(k, composite_reference(rms_norm)),
             "layer_norm_grad": _norm_grad(k, True, composite_reference(layer_norm_grad)),

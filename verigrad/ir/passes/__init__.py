@@ -4,6 +4,7 @@ constfold   results known before the program runs (shape arithmetic, const-only 
 simplify    identities removed (x * 1, reshape to the same shape, ...), permute and reshape chains composed
 cse         repeated instructions (same op, same values, equal params) and equal constants merged
 dce         instructions no result needs dropped
+loss_step   a cross_entropy and its gradient over the same logits made one instruction (one pass a row)
 fuse        trees of element-wise instructions made one `fused` instruction
 memplan     buffers assigned by liveness, reused, and element-wise ops run in place (annotations only)
 
@@ -17,9 +18,9 @@ Folding first gives simplify and cse constants to work on; dce then drops what t
 needs the final uses; the memory plan holds only for the instructions it was made for, so it is last.
 """
 
-from . import constfold, cse, dce, fuse, memplan, simplify
+from . import constfold, cse, dce, fuse, loss_step, memplan, simplify
 
-PIPELINE = [constfold.run, simplify.run, cse.run, dce.run, fuse.run, memplan.run]
+PIPELINE = [constfold.run, simplify.run, cse.run, dce.run, loss_step.run, fuse.run, memplan.run]
 
 
 def optimize(program, passes=None, verify=False):

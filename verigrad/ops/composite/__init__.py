@@ -5,7 +5,7 @@ from .attention_q8 import cached_attention_q8
 from .convolution import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding
-from .losses import binary_cross_entropy, cross_entropy
+from .losses import binary_cross_entropy, cross_entropy, cross_entropy_step, cross_entropy_total
 from .normalization import layer_norm, rms_norm
 from .pooling import avg_pool2d, max_pool2d, max_pool_grad_at
 from .rope import rope

@@ -7,6 +7,8 @@ The decomposition is log_softmax and a one-hot mask built by comparing arange(C)
 left out (one kernel for a backend, the ignored class included, so that a compiled training step
 replays whole; its decomposition is the reference). A target outside [0, C) raises IndexError, eagerly and in
 a compiled plan alike (the decomposition checks it with `check_index`, a backend's kernel itself).
+`cross_entropy_step` computes the gradient and the rows' losses at once and `cross_entropy_total` reduces
+those losses: what a compiled step holding both runs (ir/passes/loss_step.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .._samples import uniform
 from ..binary import eq, maximum, ne, where
 from ..checks import check_index
 from ..creation import arange
+from ..movement import concat
 from ..reduce import numel_of
 from ..unary import log1p
 from ._common import float_inputs
@@ -75,18 +78,28 @@ def _kept(target, ignore_index: int):
     return ne(target, ignore_index)
 
 
-def _decompose(logits, target, reduction: str, ignore_index: int | None = None):
+def _row_losses(logits, target, ignore_index: int | None = None):
+    """[N]: each row's -log_softmax(logits)[i, target[i]], 0 on the rows left out."""
     hit = _one_hot(target, logits.shape[1], ignore_index)
     nll = -where(hit, log_softmax(logits, axis=1), 0.0).sum(axis=1)
     if ignore_index is not None:
         nll = where(_kept(target, ignore_index), nll, 0.0)
+    return nll
+
+
+def _reduce_losses(nll, target, reduction: str, ignore_index: int | None = None):
+    """The rows' losses `nll` [N] reduced as cross_entropy reduces them."""
     if reduction == "none":
         return nll
     if reduction == "sum":
         return nll.sum()
     if ignore_index is None:
         return nll.mean()
-    return nll.sum() / _kept(target, ignore_index).sum().cast(logits.dtype)
+    return nll.sum() / _kept(target, ignore_index).sum().cast(nll.dtype)
+
+
+def _decompose(logits, target, reduction: str, ignore_index: int | None = None):
+    return _reduce_losses(_row_losses(logits, target, ignore_index), target, reduction, ignore_index)
 
 
 def _grad(logits, target, g, reduction: str, ignore_index: int | None = None):
@@ -180,6 +193,84 @@ cross_entropy_grad = Op(
     ],
     exact=False,
     doc="cross_entropy's gradient with respect to the logits, for the loss's gradient g.",
+)
+
+
+# cross_entropy and its gradient in one op, for a program that holds both on the same logits with a
+# gradient known before the loss (a compiled training step: ir/passes/loss_step.py): a row's exps
+# computed once give its loss and its gradient. Reductions "mean" and "sum" (whose gradient is a scalar).
+STEP_REDUCTIONS = ("mean", "sum")
+
+
+def _step_canon(
+    logits: Spec, target: Spec, g: Spec, reduction: str = "mean", ignore_index: int | None = None
+) -> dict:
+    if reduction not in STEP_REDUCTIONS:
+        raise ValueError(f"cross_entropy_step: reduction must be 'mean' or 'sum', got {reduction!r}")
+    return _canon(logits, target, reduction, ignore_index)
+
+
+def _step_shape(
+    logits: tuple, target: tuple, g: tuple, reduction: str, ignore_index: int | None = None
+) -> tuple:
+    n, c = _grad_shape(logits, target, g, reduction)
+    return (n * c + n,)
+
+
+def _step(logits, target, g, reduction: str, ignore_index: int | None = None):
+    n, c = logits.shape
+    grad = _grad(logits, target, g, reduction, ignore_index).reshape(n * c)
+    return concat(grad, _row_losses(logits, target, ignore_index), axis=0)
+
+
+def _step_samples(rng: np.random.Generator) -> list[Sample]:
+    return [
+        Sample((*s.args, uniform(rng, ())), s.params)
+        for s in _samples(rng)
+        if s.params["reduction"] in STEP_REDUCTIONS
+    ]
+
+
+cross_entropy_step = Op(
+    "cross_entropy_step",
+    shape=_step_shape,
+    dtype=_grad_dtype,
+    params=_step_canon,
+    decompose=_step,
+    samples=_step_samples,
+    exact=False,
+    differentiable=False,
+    doc="[N*C + N]: cross_entropy_grad(logits, target, g) flattened, then the rows' losses (0 on the rows "
+    "left out), which cross_entropy_total reduces to cross_entropy's loss.",
+)
+
+
+def _total_shape(nll: tuple, target: tuple, reduction: str, ignore_index: int | None = None) -> tuple:
+    if len(nll) != 1 or tuple(target) != tuple(nll):
+        raise ShapeError(
+            f"the rows' losses [N] and targets [N] disagree: {shape_text(nll)}, {shape_text(target)}"
+        )
+    if reduction == "mean" and nll[0] == 0:
+        raise ShapeError("the mean loss over an empty batch (N = 0) is undefined; use reduction='sum'")
+    return (nll[0],) if reduction == "none" else ()
+
+
+cross_entropy_total = Op(
+    "cross_entropy_total",
+    shape=_total_shape,
+    dtype=lambda nll, target, reduction, ignore_index=None: _dtype(nll, target, reduction),
+    params=lambda nll, target, reduction="mean", ignore_index=None: _canon(
+        nll, target, reduction, ignore_index
+    ),
+    decompose=_reduce_losses,
+    samples=lambda rng: [
+        Sample((uniform(rng, (s.args[0].shape[0],)), s.args[1]), s.params)
+        for s in _samples(rng)
+        if s.args[0].shape[0] or s.params["reduction"] != "mean"
+    ],
+    exact=False,
+    differentiable=False,
+    doc="The rows' losses of cross_entropy_step reduced as cross_entropy reduces them.",
 )
 
 
