@@ -97,3 +97,25 @@ def test_the_encoder_keeps_pytorchs_attributes() -> None:
     encoder = verigrad.nn.TransformerEncoder(layer, 1, mask_check=False)
     assert encoder.enable_nested_tensor and encoder.use_nested_tensor and not encoder.mask_check
     assert not verigrad.nn.TransformerEncoder(verigrad.nn.TransformerEncoderLayer(8, 2), 1).use_nested_tensor
+
+
+def _transformer(lib: Any, state: dict | None) -> tuple[np.ndarray, dict]:
+    lib.manual_seed(0)
+    model = lib.nn.Transformer(8, 2, 2, 1, 16, dropout=0.0, batch_first=True).eval()
+    if state is not None:
+        model.load_state_dict({k: verigrad.from_numpy(v.copy()) for k, v in state.items()})
+    with lib.no_grad():  # the padding given to the encoder only: the decoder reads the padded memory
+        out = model(
+            lib.from_numpy(X),
+            lib.from_numpy(X[:, :4] * 0.5),
+            src_key_padding_mask=lib.from_numpy(TRAILING),
+            tgt_mask=model.generate_square_subsequent_mask(4),
+        )
+    return out.numpy(), {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_transformer_decoding_the_padded_memory_reads_pytorchs_zeros() -> None:
+    theirs, state = _transformer(torch, None)
+    ours, _ = _transformer(verigrad, state)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
