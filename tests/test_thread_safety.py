@@ -183,7 +183,8 @@ def test_set_grad_enabled_as_a_context_manager_and_as_a_decorator():
 def test_grad_modes_decorate_without_their_call():
     """As PyTorch's: `@no_grad`, `@enable_grad` and `@inference_mode` decorate without the call (the name
     was bound to a no_grad object: calling it returned a wrapper and ran nothing, or raised), and
-    `@inference_mode(False)` leaves grad mode as it is; anything else is refused by name."""
+    `@inference_mode(False)` turns grad mode on (PyTorch's guard, even inside no_grad); anything else is
+    refused by name."""
 
     def grad_mode() -> bool:
         return verigrad.is_grad_enabled()
@@ -192,7 +193,7 @@ def test_grad_modes_decorate_without_their_call():
     inference, enabled = verigrad.inference_mode(grad_mode), verigrad.enable_grad(grad_mode)
     assert (quiet(), inference(), kept(), enabled()) == (False, False, True, True)
     with verigrad.no_grad():
-        assert (kept(), enabled(), verigrad.is_grad_enabled()) == (False, True, False)
+        assert (kept(), enabled(), verigrad.is_grad_enabled()) == (True, True, False)
     assert verigrad.is_grad_enabled()
     with pytest.raises(
         TypeError, match="inference_mode takes a bool \\(mode\\) or a function to decorate, got int 1"

@@ -550,8 +550,9 @@ def get_device(input: Tensor) -> int:
 
 
 def is_inference_mode_enabled() -> bool:
-    """False: verigrad's inference_mode is no_grad (no inference tensors)."""
-    return False
+    """Whether an enabled inference_mode block is running this code (verigrad's makes no inference
+    tensors: `Tensor.is_inference()` is False)."""
+    return autograd.is_inference_mode_enabled()
 
 
 def set_flush_denormal(mode: bool) -> bool:  # noqa: F811 (PyTorch's argument name; torch.mode is kept)

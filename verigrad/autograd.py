@@ -63,21 +63,38 @@ def enable_grad(fn: Callable[..., Any] | None = None) -> Any:
 
 
 def inference_mode(mode: bool | Callable[..., Any] = True) -> Any:
-    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is); `@inference_mode` decorates
-    too."""
+    """PyTorch's inference_mode: grad mode off inside (as no_grad; verigrad makes no inference tensors);
+    `inference_mode(False)` turns grad mode on, as PyTorch's guard does, even inside no_grad;
+    `@inference_mode` decorates too."""
     if isinstance(mode, bool):
-        return no_grad() if mode else _grad_mode_kept()
-    return _decorate(no_grad(), mode, "inference_mode takes a bool (mode) or a function to decorate")
+        return _inference_mode(mode)
+    return _decorate(
+        _inference_mode(True), mode, "inference_mode takes a bool (mode) or a function to decorate"
+    )
 
 
-class _grad_mode_kept(contextlib.ContextDecorator):
-    """A block (or decorated function) that leaves grad mode as it is: `inference_mode(False)`."""
+_INFERENCE = threading.local()  # each thread's stack of inference_mode blocks: their `mode`s
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether the innermost inference_mode block around this code (in this thread) is enabled."""
+    stack = getattr(_INFERENCE, "stack", None)
+    return bool(stack) and stack[-1]
+
+
+class _inference_mode(contextlib.ContextDecorator):
+    """A block (or decorated function) with grad mode `not mode` and inference mode `mode`."""
+
+    def __init__(self, mode: bool) -> None:
+        self.mode = mode
 
     def __enter__(self) -> None:
-        pass
+        modes.LOCAL.grad.append(not self.mode)
+        _INFERENCE.__dict__.setdefault("stack", []).append(self.mode)
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        modes.LOCAL.grad.pop()
+        _INFERENCE.stack.pop()
 
 
 def _decorate(mode: contextlib.ContextDecorator, fn: Any, takes: str) -> Callable[..., Any]:

@@ -23,7 +23,7 @@ from ..ops.scan import running_extreme_index
 from ..ops.shaping import getitem, squeeze, unsqueeze
 from ..shapes import normalize_axis
 from ..tensor import Tensor, describe
-from .pointwise import isnan, values_of
+from .pointwise import isfinite, isnan, values_of
 from .rearrange import concrete_size
 from .statistics import amax, amin, argmin, pick
 
@@ -170,7 +170,21 @@ def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
     else:  # PyTorch's: NaN (the first) where the row has one
         position = where(ne(nans, 0), sub(size, nans), (size - 1) // 2).cast(i64)
     found = _pick_at(x_, axis, position, keepdim or dim is None)
-    return found.values.reshape(()) if dim is None else found
+    if dim is not None:
+        return found
+    value = found.values.reshape(())
+    return _shared_among_ties(x_, value) if x.requires_grad and x.dtype.is_float else value
+
+
+def _shared_among_ties(x: Tensor, value: Tensor) -> Tensor:
+    """`value` (the median of all of the 1-D x), its gradient shared evenly among the entries equal to it
+    (among the NaNs where it is NaN), as PyTorch's median() and nanmedian() of every element (the
+    median along a dim gives it to the index returned)."""
+    known = value.detach()
+    ties = where(isnan(known), isnan(x), eq(x, known))
+    share = sum(where(ties, x, 0.0)) / sum(ties)  # the value (up to rounding), with each tie's 1 / count
+    exact = sub(known, sub(share.detach(), share))  # known's bits (a -0.0 too); share's gradient
+    return where(isfinite(known), exact, share)  # inf or NaN: share is the value
 
 
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..ops import arange, concat, zeros
+from ..autograd import is_grad_enabled
+from ..ops import arange, concat, where, zeros
+from ..ops._aten import safe_softmax
 from ..tensor import Tensor
 from . import functional as F
 from .init import _normal_param, _uniform_param
@@ -94,6 +96,9 @@ class MultiheadAttention(Module):
     ) -> tuple[Tensor, Tensor | None]:
         first = self.in_proj_weight if self._qkv_same_embed_dim else self.q_proj_weight
         check_dtypes("MultiheadAttention", first, ("query", query), ("key", key), ("value", value))
+        # a query whose keys are all masked: NaN in PyTorch's fast path and where it returns the weights,
+        # else zero weights (its scaled_dot_product_attention's safe softmax)
+        safe = not need_weights and not _torch_fast_path(self, query, key, value, attn_mask, key_padding_mask)
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
@@ -135,7 +140,7 @@ class MultiheadAttention(Module):
             scores = _masked(scores.reshape(batch, heads, length, size), padding).reshape(
                 batch * heads, length, size
             )
-        weights = F.softmax(scores, -1)
+        weights = safe_softmax(scores, -1) if safe else F.softmax(scores, -1)
         if self.dropout and self.training:
             weights = F.dropout(weights, self.dropout, training=True)
         out = (weights @ v).transpose(0, 1).reshape(length, batch, e)
@@ -152,6 +157,30 @@ class MultiheadAttention(Module):
         return out, weights.squeeze(0) if unbatched else weights
 
 
+def _torch_fast_path(
+    attention: Any, query: Tensor, key: Tensor, value: Tensor, attn_mask: Any, key_padding_mask: Any
+) -> bool:
+    """Whether PyTorch's MultiheadAttention takes its fast path (`_native_multi_head_attention`): batched
+    self-attention (query, key and value one tensor) in evaluation, batch_first, packed projections with
+    biases, an even head count, no added keys, masks bool or absent, and no gradient to record."""
+    if not isinstance(attention, MultiheadAttention):  # F.multi_head_attention_forward has none
+        return False
+    if any(m is not None and m.dtype.is_float for m in (attn_mask, key_padding_mask)):
+        return False
+    if query.ndim != 3 or query is not key or key is not value or attention.training:
+        return False
+    if not attention.batch_first or attention.num_heads % 2 or not attention._qkv_same_embed_dim:
+        return False
+    if attention.in_proj_bias is None or attention.bias_k is not None or attention.add_zero_attn:
+        return False
+    from ..amp import is_autocast_enabled
+
+    if is_autocast_enabled():
+        return False
+    projections = (attention.in_proj_weight, attention.in_proj_bias, *attention.out_proj.parameters())
+    return not (is_grad_enabled() and any(t.requires_grad for t in (query, *projections)))
+
+
 def _one_more_key(mask: Tensor | None) -> Tensor | None:
     """A mask with a column for one more key, which every query may attend to (PyTorch's pad by 0)."""
     if mask is None:
@@ -160,7 +189,9 @@ def _one_more_key(mask: Tensor | None) -> Tensor | None:
 
 
 def _masked(scores: Tensor, mask: Tensor) -> Tensor:
-    """PyTorch's attention masks: a bool one is True where a key is NOT attended to; a float one adds."""
+    """PyTorch's attention masks: a bool one is True where a key is NOT attended to; a float one adds. A
+    bool one is added as -inf too (PyTorch's `_canonical_mask`): a query with every key masked passes its
+    softmax's NaN gradient on, as PyTorch's does."""
     if mask.dtype.name == "bool":
-        return scores.masked_fill(mask, -math.inf)
+        return scores + where(mask, -math.inf, 0.0)
     return scores + mask

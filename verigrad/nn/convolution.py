@@ -250,18 +250,47 @@ class ConvTranspose1d(_ConvNd):
             output_padding,
         )
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, output_size: Any = None) -> Tensor:
+        """The transposed convolution of x; `output_size` (the spatial sizes, or with the batch and
+        channels too) picks the output padding that reaches it, as PyTorch's."""
         weight = self._check_input(x)
+        output_padding = self.output_padding if output_size is None else self._padding_to(x, output_size)
         return self.conv(
             x,
             weight,
             self.bias,
             self.stride,
             self.padding,
-            self.output_padding,
+            output_padding,
             self.groups,
             self.dilation,
         )
+
+    def _padding_to(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
+        n = self.dims
+        leading = x.ndim - n
+        sizes = [int(s) for s in output_size]
+        if len(sizes) == leading + n:
+            sizes = sizes[leading:]
+        if len(sizes) != n:
+            raise ValueError(
+                f"ConvTranspose{n}D: for {x.ndim}D input, output_size must have {n} or {leading + n} "
+                f"elements (got {len(sizes)})"
+            )
+        least = [
+            (x.shape[leading + d] - 1) * self.stride[d]
+            - 2 * self.padding[d]
+            + self.dilation[d] * (self.kernel_size[d] - 1)
+            + 1
+            for d in range(n)
+        ]
+        most = [low + self.stride[d] - 1 for d, low in enumerate(least)]
+        if any(not low <= size <= high for size, low, high in zip(sizes, least, most)):
+            raise ValueError(
+                f"requested an output size of {sizes}, but valid sizes range from {least} to {most} "
+                f"(for an input of {list(x.shape[leading:])})"
+            )
+        return tuple(size - low for size, low in zip(sizes, least))
 
     conv = staticmethod(F.conv_transpose1d)
 

@@ -492,16 +492,21 @@ class Module:
         """PyTorch's private form: hook(state_dict, prefix, ...) unless `with_module`."""
         return self._add_hook("_load_state_dict_pre_hooks", hook, with_module)
 
-    def register_forward_pre_hook(self, hook: Callable, *, with_kwargs: bool = False) -> RemovableHandle:
-        """Call `hook(module, args)` before each forward (`hook(module, args, kwargs)` with_kwargs); what it
-        returns, if not None, replaces the arguments: a tuple (a single value is made one), or with_kwargs
-        a pair (args, kwargs)."""
-        return self._add_hook("_forward_pre_hooks", hook, with_kwargs)
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """Call `hook(module, args)` before each forward (`hook(module, args, kwargs)` with_kwargs), after
+        the hooks registered before (before them with prepend); what it returns, if not None, replaces the
+        arguments: a tuple (a single value is made one), or with_kwargs a pair (args, kwargs)."""
+        return self._add_hook("_forward_pre_hooks", hook, with_kwargs, prepend)
 
-    def register_forward_hook(self, hook: Callable, *, with_kwargs: bool = False) -> RemovableHandle:
+    def register_forward_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
         """Call `hook(module, args, output)` after each forward (`hook(module, args, kwargs, output)`
-        with_kwargs); what it returns, if not None, replaces the output."""
-        return self._add_hook("_forward_hooks", hook, with_kwargs)
+        with_kwargs), after the hooks registered before (before them with prepend); what it returns, if
+        not None, replaces the output."""
+        return self._add_hook("_forward_hooks", hook, with_kwargs, prepend)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """Call `hook(module, grad_input, grad_output)` once a backward pass, when the gradients of the

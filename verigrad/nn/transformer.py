@@ -24,6 +24,7 @@ from .dropout import Dropout
 from .linear import Linear
 from .module import Module, check_dtypes, factory_dtype
 from .normalization import LayerNorm
+from .transformer_padding import nested_tensor_possible, padded_positions, zero_padded
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 _Activation = str | Callable[[Tensor], Tensor]
@@ -159,7 +160,8 @@ def _copies(layer: Module, num_layers: int, what: str) -> ModuleList:
 
 class TransformerEncoder(Module):
     """`num_layers` copies of `encoder_layer` (each with its own parameters, starting from the layer's),
-    applied in turn with the same masks, then `norm` if given."""
+    applied in turn with the same masks, then `norm` if given. In inference with a padding mask, the
+    padded positions are PyTorch's nested-tensor zeros (`enable_nested_tensor`; transformer_padding)."""
 
     def __init__(
         self,
@@ -172,6 +174,8 @@ class TransformerEncoder(Module):
         super().__init__()
         self.layers = _copies(encoder_layer, num_layers, "TransformerEncoder")
         self.num_layers, self.norm = num_layers, norm
+        self.enable_nested_tensor, self.mask_check = enable_nested_tensor, mask_check
+        self.use_nested_tensor = enable_nested_tensor and nested_tensor_possible(encoder_layer)
 
     def forward(
         self,
@@ -183,6 +187,9 @@ class TransformerEncoder(Module):
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        padded = padded_positions(self, src, mask, src_key_padding_mask)
+        if padded is not None:
+            x = zero_padded(x, padded)
         return x if self.norm is None else self.norm(x)
 
 

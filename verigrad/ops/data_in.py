@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import DType, as_dtype, bf16, from_numpy_dtype
+from ..dtypes import DType, as_dtype, bf16, f64, from_numpy_dtype
 from ..tensor import Tensor
 from .factory_args import _grad, _placed
 from .movement import cast
@@ -32,14 +32,24 @@ def tensor(
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
         python = not isinstance(data, np.ndarray | np.generic)
-        if python and array.dtype == np.float64 and dtype is None:  # with a dtype: one rounding, to it
-            array = array.astype(np.float32)
+        if python and array.dtype == np.float64 and dtype is None and not _holds_double(data):
+            array = array.astype(np.float32)  # Python floats: f32 (with a dtype: one rounding, to it)
         if python and dtype is not None:
             _fits(array, as_dtype(dtype))
         out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
     return _grad(out, requires_grad)
+
+
+def _holds_double(data: Any) -> bool:
+    """Whether nested lists hold a NumPy float64 (a scalar or an array) or an f64 tensor, which make
+    PyTorch's tensor() of them f64 (Python floats alone make f32)."""
+    if isinstance(data, np.ndarray | np.generic):
+        return data.dtype == np.float64
+    if isinstance(data, Tensor):
+        return data.dtype is f64
+    return isinstance(data, list | tuple) and any(_holds_double(item) for item in data)
 
 
 def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -> Tensor:

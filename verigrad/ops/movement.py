@@ -24,7 +24,8 @@ def _any_dtype(x: DType, *rest: DType, **_) -> DType:
 
 # reshape / permute / broadcast_to / contiguous -------------------------------------------------
 def _reshape_canon(x: Spec, shape) -> dict:
-    return {"shape": reshape_shape(x.shape, tuple(shape))}
+    sizes = tuple(int(d) if isinstance(d, np.integer) else d for d in shape)  # NumPy's, as PyTorch takes
+    return {"shape": reshape_shape(x.shape, sizes)}
 
 
 reshape = Op(

@@ -56,8 +56,23 @@ class LRScheduler:
         self._set_rates(self._rates(self.last_epoch))
 
     def _rates(self, epoch: int) -> list[float]:
+        """Every group's rate, those added after the schedule was made (`add_param_group`) too: PyTorch's
+        chainable schedules scale them from their own rate; one that needs a group's initial rate or
+        function refuses them (`_initial`)."""
         groups = self.optimizer.param_groups
-        return [self.rate(g["lr"], base, epoch, i) for i, (g, base) in enumerate(zip(groups, self.base_lrs))]
+        bases = self.base_lrs + [None] * (len(groups) - len(self.base_lrs))
+        return [self.rate(g["lr"], base, epoch, i) for i, (g, base) in enumerate(zip(groups, bases))]
+
+    def _initial(self, base_lr: float | None) -> float:
+        """A group's initial rate, refused for a group the schedule was not made with (PyTorch's strict
+        zip)."""
+        if base_lr is None:
+            raise ValueError(
+                f"{type(self).__name__}: the optimizer has {len(self.optimizer.param_groups)} parameter "
+                f"groups but the schedule was made for {len(self.base_lrs)}; a group added later has no "
+                "initial rate"
+            )
+        return base_lr
 
     def _set_rates(self, rates: list[float]) -> None:
         for group, lr in zip(self.optimizer.param_groups, rates):
@@ -69,6 +84,8 @@ class LRScheduler:
         `_update_lr(0)`: the closed form where the schedule has one)."""
         self.last_epoch = 0
         closed = getattr(self, "closed_form", None)
+        if len(self.optimizer.param_groups) != len(self.base_lrs):
+            self._initial(None)
         if closed is None:
             self._set_rates(self._rates(0))
         else:
@@ -140,8 +157,11 @@ class MultiplicativeLR(LRScheduler):
         self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
-        return lr * self.lr_lambdas[index](epoch) if epoch > 0 else lr
+    def rate(self, lr: float, base_lr: float | None, epoch: int, index: int) -> float:
+        if epoch == 0:
+            return lr
+        self._initial(None if index >= len(self.lr_lambdas) else base_lr)
+        return lr * self.lr_lambdas[index](epoch)
 
 
 class ConstantLR(LRScheduler):
@@ -229,7 +249,7 @@ class CosineAnnealingLR(LRScheduler):
         if epoch == 0:
             return lr
         if (epoch - 1 - period) % (2 * period) == 0:  # at the bottom: the ratio below would be 0 / 0
-            return lr + (base_lr - low) * (1 - math.cos(math.pi / period)) / 2
+            return lr + (self._initial(base_lr) - low) * (1 - math.cos(math.pi / period)) / 2
         ratio = (1 + math.cos(math.pi * epoch / period)) / (1 + math.cos(math.pi * (epoch - 1) / period))
         return ratio * (lr - low) + low
 
@@ -249,8 +269,25 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, -1
         super().__init__(optimizer, last_epoch)
 
-    def step(self) -> None:
-        self._next_epoch()  # PyTorch's own step, which does not count its calls
+    def step(self, epoch: float | None = None) -> None:
+        """The next epoch's rates; or those at `epoch`, which may be fractional (PyTorch's documented
+        `step(epoch + i / iters)` within an epoch). PyTorch's own step, which does not count its calls."""
+        if epoch is None:
+            self._next_epoch()
+            return
+        if epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        if epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult**n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._set_rates(self._rates(self.last_epoch))
 
     def advance(self, epoch: int) -> None:
         self.T_cur += 1
@@ -258,6 +295,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
 
     def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        base_lr = self._initial(base_lr)
         return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
 
 
@@ -312,8 +350,8 @@ class LambdaLR(LRScheduler):
         self.lr_lambdas = lambdas
         super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
-        return base_lr * self.lr_lambdas[index](epoch)
+    def rate(self, lr: float, base_lr: float | None, epoch: int, index: int) -> float:
+        return self._initial(base_lr) * self.lr_lambdas[index](epoch)
 
     def state_dict(self) -> dict[str, Any]:
         """PyTorch's: a function's own attributes are kept (a plain function's are not: None)."""
@@ -599,6 +637,8 @@ class CyclicLR(LRScheduler):
         return factor, self.scale_fn(cycle if self.scale_mode == "cycle" else epoch)
 
     def _rates(self, epoch: int) -> list[float]:
+        if len(self.optimizer.param_groups) != len(self.base_lrs):
+            self._initial(None)
         factor, scale = self._scale(epoch)
         lrs = [base + (top - base) * factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
@@ -671,6 +711,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown = threshold, threshold_mode, cooldown
         self.min_lrs, self.eps = _per_group("min_lr", optimizer, min_lr), eps
+        self.default_min_lr = None if isinstance(min_lr, list | tuple) else min_lr
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0
         self.last_epoch = 0
@@ -700,6 +741,7 @@ class ReduceLROnPlateau(LRScheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
+            self._min_lrs_of_every_group()
             for group, least in zip(self.optimizer.param_groups, self.min_lrs):
                 old = float(group["lr"])
                 new = max(old * self.factor, least)
@@ -707,6 +749,20 @@ class ReduceLROnPlateau(LRScheduler):
                     group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _min_lrs_of_every_group(self) -> None:
+        """One min_lr given applies to groups added later too; a list given per group refuses them."""
+        count = len(self.optimizer.param_groups)
+        if count == len(self.min_lrs):
+            return
+        if self.default_min_lr is None:
+            raise RuntimeError(
+                f"The number of param groups in the `optimizer` ({count}) differs from when "
+                f"`ReduceLROnPlateau` was initialized ({len(self.min_lrs)}), usually due to a new param "
+                "group being added to the optimizer. Please modify the `min_lrs` field to match the length "
+                "of the `optimizer` param groups."
+            )
+        self.min_lrs = [self.default_min_lr] * count
 
 
 __all__ = [
