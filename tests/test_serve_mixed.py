@@ -162,7 +162,7 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
     got = {}
     for join in (True, False):
         e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16,
-                   join_chunks=join).start()  # fmt: skip
+                   join_chunks=join, join_last=False).start()  # fmt: skip
         try:
             got[join] = [summary(events) for events in run(e, requests)]
             alone = [summary(run(e, [r])[0]) for r in requests] if join else None
@@ -174,15 +174,20 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
     assert got[True] == got[False]
 
 
-def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(served, monkeypatch):
-    """An exception in a joined step: the running request and the prompt whose chunk it ran get an error
-    event (its row cleared), and the engine serves the next request with the bits it gets alone."""
+@pytest.mark.parametrize("forward", ["forward_mixed", "forward_ragged"])
+def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(served, monkeypatch, forward):
+    """An exception in a joined step (`forward_mixed`, or `forward_ragged` where last chunks join): the
+    running request and the prompt whose chunk it ran get an error event (its row cleared), and the engine
+    serves the next request with the bits it gets alone."""
     from test_serve_engine import run, summary
 
     from verigrad.serve.engine import Engine, Request
 
     model = served[0]
-    e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16).start()
+    join_last = forward == "forward_ragged"
+    e = Engine(
+        *served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16, join_last=join_last
+    ).start()
     try:
         after = Request([5, 6, 7], 4, temperature=0.0, logprobs=1)
         alone = summary(run(e, [after])[0])
@@ -190,7 +195,7 @@ def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(ser
         def broken(*args, **kwargs):
             raise RuntimeError("planted")
 
-        monkeypatch.setattr(model, "forward_mixed", broken)
+        monkeypatch.setattr(model, forward, broken)
         running, long = Request([8, 9], 30, temperature=0.0), Request(list(range(3, 60)), 3, temperature=0.0)
         got = run(e, [running, long])
         assert [events[-1].finish_reason for events in got] == ["error", "error"]

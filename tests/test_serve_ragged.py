@@ -138,3 +138,41 @@ def test_forward_ragged_checks_its_arguments(served):
         llama.forward_ragged([[5, 6]], cache, [0], [127])
     with pytest.raises(ValueError, match="at least one token"):
         llama.forward_ragged([[5], []], cache, [0, 1], [0, 0])
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
+def test_the_engine_joins_last_chunks_to_its_steps_with_the_same_tokens(served, sampling):
+    """Prompts arriving while others decode, short (one last chunk) and long: with `join_last` every chunk
+    that joins a step runs in the ragged step, the last ones too (their first token from the step's
+    logits), padded or not, and every request's tokens and log-probabilities are the bits it gets alone,
+    with the chunks joined to `forward_mixed` and with every chunk run alone."""
+    from test_serve_engine import run, summary
+
+    from verigrad.serve.engine import Engine, Request
+
+    rng = np.random.default_rng(5)
+    requests = [
+        Request(list(map(int, rng.integers(3, 260, n))), 6 + i, logprobs=2, **sampling)
+        for i, n in enumerate([3, 90, 5, 41, 12, 70, 2])
+    ]
+    ways = {
+        "ragged": {"join_last": True},
+        "ragged, padded": {"join_last": True, "ragged_pad": 8},
+        "mixed": {"join_last": False},
+        "apart": {"join_chunks": False},
+    }
+    got, joined = {}, {}
+    for way, flags in ways.items():
+        e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16, **flags)
+        e.start()
+        try:
+            got[way] = [summary(events) for events in run(e, requests)]
+            joined[way] = e.joined_chunks_total
+            if way == "ragged":
+                assert e.joined_chunks_total > 0 and e.join_last
+                alone = [summary(run(e, [r])[0]) for r in requests]
+                assert got[way] == alone
+        finally:
+            e.close()
+    assert got["ragged"] == got["ragged, padded"] == got["mixed"] == got["apart"]
+    assert joined["ragged"] > joined["mixed"] > joined["apart"] == 0  # the last chunks joined too
