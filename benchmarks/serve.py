@@ -46,8 +46,11 @@ block (its default, 16, or 64: what it was before).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
-`--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
-whole block that is not its prompt's last joins the step), with `--engine` and `--stall`;
+`--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default
+every chunk joins the step through the ragged step, a whole block that is not its prompt's last where it
+spends the rest of the prefill budget, and the last one), with `--engine` and `--stall`; `--no-join-last`
+runs the last chunks alone and the others joined through `forward_mixed` (as before the ragged step),
+`--ragged-pad N` rounds a ragged step's tokens up to a multiple of N (fewer plans), with `--engine`;
 `--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
 chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
 each B of `--clients` (the process's CPU time, medians of alternated repetitions).
@@ -543,11 +546,13 @@ def engine_cpu(
     block: int,
     join: bool,
     prefill_tokens: int | None,
+    engine_flags: dict | None = None,
 ):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
     prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
     false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
-    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default)."""
+    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default);
+    `engine_flags`: more of the Engine's settings (join_last, ragged_pad)."""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -578,6 +583,7 @@ def engine_cpu(
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
         budget = {} if prefill_tokens is None else {"prefill_tokens": prefill_tokens}
+        budget |= engine_flags or {}
         engine = Timed(
             model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join, **budget
         )
@@ -732,6 +738,12 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
+        "--no-join-last", action="store_true", help="--engine: prompts' last chunks run alone (see above)"
+    )
+    parser.add_argument(
+        "--ragged-pad", type=int, help="--engine: a ragged step's tokens rounded up to a multiple"
+    )
+    parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
     parser.add_argument(
@@ -763,7 +775,9 @@ def main() -> None:
     if args.engine:
         print(describe_machine())
         loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
-        engine_cpu(model, args.threads, counts, *loops)
+        flags = {"join_last": False} if args.no_join_last else {}
+        flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
+        engine_cpu(model, args.threads, counts, *loops, flags)
         return
     if args.steps:
         print(describe_machine())

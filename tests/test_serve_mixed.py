@@ -146,10 +146,10 @@ def test_forward_mixed_checks_its_arguments(llama):
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
-def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served, sampling):
+def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served, sampling, monkeypatch):
     """Long prompts arriving while others decode: with `join_chunks` their whole blocks run in the decode
-    steps (one a step: `prefill_tokens` 16), and every request's tokens and log-probabilities are the
-    bits it gets alone and with every chunk run alone."""
+    steps (one a step: `prefill_tokens` 16; `forward_mixed`: a model without ragged steps), and every
+    request's tokens and log-probabilities are the bits it gets alone and with every chunk run alone."""
     from test_serve_engine import run, summary
 
     from verigrad.serve.engine import Engine, Request
@@ -159,10 +159,11 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
         Request(list(map(int, rng.integers(3, 260, n))), 6 + i, logprobs=2, **sampling)
         for i, n in enumerate([3, 90, 70, 41, 120])
     ]
+    monkeypatch.setattr(served[0], "ragged_steps", False)
     got = {}
     for join in (True, False):
         e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16,
-                   join_chunks=join, join_last=False).start()  # fmt: skip
+                   join_chunks=join).start()  # fmt: skip
         try:
             got[join] = [summary(events) for events in run(e, requests)]
             alone = [summary(run(e, [r])[0]) for r in requests] if join else None
@@ -185,6 +186,8 @@ def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(ser
 
     model = served[0]
     join_last = forward == "forward_ragged"
+    if not join_last:  # a model without ragged steps joins through forward_mixed
+        monkeypatch.setattr(model, "ragged_steps", False)
     e = Engine(
         *served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16, join_last=join_last
     ).start()

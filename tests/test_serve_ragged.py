@@ -142,10 +142,10 @@ def test_forward_ragged_checks_its_arguments(served):
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
 def test_the_engine_joins_last_chunks_to_its_steps_with_the_same_tokens(served, sampling):
-    """Prompts arriving while others decode, short (one last chunk) and long: with `join_last` every chunk
-    that joins a step runs in the ragged step, the last ones too (their first token from the step's
-    logits), padded or not, and every request's tokens and log-probabilities are the bits it gets alone,
-    with the chunks joined to `forward_mixed` and with every chunk run alone."""
+    """Prompts arriving while others decode, short (one last chunk) and long: with `join_last` their last
+    chunks join the ragged step too (their first token from the step's logits), padded or not, and every
+    request's tokens and log-probabilities are the bits it gets alone, with whole blocks alone joined
+    (the default) and with every chunk run alone."""
     from test_serve_engine import run, summary
 
     from verigrad.serve.engine import Engine, Request
@@ -158,7 +158,7 @@ def test_the_engine_joins_last_chunks_to_its_steps_with_the_same_tokens(served, 
     ways = {
         "ragged": {"join_last": True},
         "ragged, padded": {"join_last": True, "ragged_pad": 8},
-        "mixed": {"join_last": False},
+        "blocks": {},
         "apart": {"join_chunks": False},
     }
     got, joined = {}, {}
@@ -169,10 +169,10 @@ def test_the_engine_joins_last_chunks_to_its_steps_with_the_same_tokens(served, 
             got[way] = [summary(events) for events in run(e, requests)]
             joined[way] = e.joined_chunks_total
             if way == "ragged":
-                assert e.joined_chunks_total > 0 and e.join_last
+                assert e.join_last and e.ragged
                 alone = [summary(run(e, [r])[0]) for r in requests]
                 assert got[way] == alone
         finally:
             e.close()
-    assert got["ragged"] == got["ragged, padded"] == got["mixed"] == got["apart"]
-    assert joined["ragged"] > joined["mixed"] > joined["apart"] == 0  # the last chunks joined too
+    assert got["ragged"] == got["ragged, padded"] == got["blocks"] == got["apart"]
+    assert joined["ragged"] > joined["blocks"] > joined["apart"] == 0  # the last chunks joined too

@@ -16,8 +16,11 @@ runs one token of every running sequence as one batch (`CachedStep.rows`: batche
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
 cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
 prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
-(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once
-for both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of
+(`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows' tokens and the chunk as
+one forward, whose products read each weight once for both; each row's bits are those it gets alone, so
+the chunking is still the same); with `join_last` the prompt's last chunk too, whose first token comes
+from the step's logits (off by default: on SmolLM2 at 8 clients its sequence's first decode row a step
+later and the 12-row products cost more than the chunk run alone saved). Every kernel of
 the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
 whatever batch it lands in, and with a seed its own generator draws them.
 
@@ -160,7 +163,7 @@ class Engine:
         prefix_blocks: int = PREFIX_TOKENS // BLOCK,
         prefill_tokens: int = PREFILL_TOKENS,
         join_chunks: bool = True,
-        join_last: bool = True,
+        join_last: bool = False,
         ragged_pad: int = 1,
     ):
         checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
@@ -177,8 +180,11 @@ class Engine:
         self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
         self.prefill_tokens = prefill_tokens  # prompt tokens prefilled between two decode steps
         self.join_chunks = join_chunks  # a prompt's chunk joins the decode step (while sequences run)
-        # ... its last chunk too, the step giving its first token, where the model takes ragged steps
-        self.join_last = join_chunks and join_last and getattr(model, "ragged_steps", False)
+        # joined through the ragged step where the model takes it (one trace for any rows and chunk), else
+        # the mixed one; with `join_last` (ragged steps only) a prompt's last chunk too, the step giving
+        # its first token
+        self.ragged = getattr(model, "ragged_steps", False)
+        self.join_last = join_chunks and join_last and self.ragged
         self.ragged_pad = ragged_pad  # a ragged step's tokens rounded up to a multiple (its plans)
         self._prefill: _Prefill | None = None
         self._join: _Prefill | None = None  # the prompt whose next chunk the coming step runs
@@ -420,7 +426,7 @@ class Engine:
         lengths = [s.length for s in running]
         chunk = np.asarray([p.prompt[p.at : p.at + self.block]], np.int64)
         with no_grad():
-            if self.join_last:
+            if self.ragged:
                 tokens, rows = [[s.last] for s in running] + [chunk[0]], list(range(n + 1))
                 step = self.model.forward_ragged(
                     tokens, self.cache.cache, rows, [*lengths, p.at], self.ragged_pad
