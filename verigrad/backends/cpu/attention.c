@@ -588,33 +588,32 @@ int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_
  * being `count` tokens of the sequence in row `row` of the windows, which holds `length` positions. A unit of
  * work is (key/value head g, token i); token i = start + t of its run is row t of cached_attention's
  * computation (attn_rows) on its sequence alone: b = 1, the row's first `length` positions as the window and
- * the run's tokens start .. i as the new ones, under a bias of zeros. That is what cached_attention computes
- * for it with the run's whole chunk and the row's wider window: its bias hides the window past `length`
- * (finite there, those positions are skipped) and the run's future, whose weights of exactly 0 add nothing
- * to the softmax's sum nor (finite values) to the weighted sums: the same bits. Threads take bands of units
- * of equal work; each unit is computed by one thread in one order. */
+ * the run's tokens as the new ones, under a bias that hides the run's future (a view of `causal`: zeros,
+ * then -infinities). That is what cached_attention computes for it with the row's wider window, whose bias
+ * also hides the window past `length` (finite there, those positions are skipped): the same bits. Threads
+ * take bands of units of equal work; each unit is computed by one thread in one order. */
 typedef struct {
     attn_job a;          /* b = the windows' rows, t = N tokens, w = W; q, k, v [1, ...] */
     const int64_t *runs; /* [S, 4] */
     int64_t *run_of;     /* token -> its run */
-    const float *zeros;  /* a bias row of zeros, W + N long */
+    const float *causal; /* W + N zeros, then N -infinities */
     int f16;             /* the windows hold f16 */
 } ragged_job;
 
-static const int64_t ZERO_BIAS[3] = {0, 0, 1};
+static const int64_t ROW_BIAS[3] = {0, 0, 1}; /* one bias row for every row of a job */
 
-/* token i's job: its run's sequence alone, its tokens up to i (`kt` and `pv` its row's window: the cache's,
- * or the widened f16 scratch, with strides kts and pvs); the unit's row index in it */
+/* token i's job: its run's sequence alone (`kt` and `pv` its row's window: the cache's, or the widened f16
+ * scratch, with strides kts and pvs), the bias row of token i: 0 up to it, -infinity past it */
 static attn_job ragged_unit(const ragged_job *r, int64_t i, const float *kt, const int64_t *kts,
                             const float *pv, const int64_t *pvs) {
     const attn_job *a = &r->a;
     const int64_t *run = r->runs + 4 * r->run_of[i];
     const int64_t start = run[1], length = run[3];
     attn_job l = *a;
-    l.b = 1, l.t = i - start + 1, l.w = length;
+    l.b = 1, l.t = run[2], l.w = length;
     l.q = a->q + start * a->qs[2], l.k = a->k + start * a->ks[2], l.v = a->v + start * a->vs[2];
     l.kt = kt, l.kts = kts, l.pv = pv, l.pvs = pvs;
-    l.bias = r->zeros, l.bs = ZERO_BIAS;
+    l.bias = r->causal + (a->w + a->t) - (length + i - start + 1), l.bs = ROW_BIAS;
     l.out = a->out + start * a->os[2];
     l.failed = 0;
     return l;
@@ -650,7 +649,8 @@ static void ragged_units(void *ctx, int64_t lo, int64_t hi) {
         } else {
             l = ragged_unit(r, i, a->kt + row * a->kts[0], a->kts, a->pv + row * a->pvs[0], a->pvs);
         }
-        attn_rows(&l, g * l.t + l.t - 1, g * l.t + l.t);
+        const int64_t t = i - r->runs[4 * s + 1];
+        attn_rows(&l, g * l.t + t, g * l.t + t + 1);
         if (l.failed) a->failed = 1;
     }
     free(scratch);
@@ -659,7 +659,15 @@ static void ragged_units(void *ctx, int64_t lo, int64_t hi) {
 static double ragged_work(const void *ctx, int64_t unit) {
     const ragged_job *r = (const ragged_job *)ctx;
     const int64_t i = unit % r->a.t, *run = r->runs + 4 * r->run_of[i];
-    return (double)(run[3] + i - run[1] + 1) + 4.0;
+    return (double)(run[3] + run[2]) + 4.0;
+}
+
+/* W + N zeros, then N -infinities (a token's bias row: a view of it); NULL when out of memory */
+float *vg_ragged_causal(int64_t w, int64_t n) {
+    float *causal = calloc((size_t)(w + 2 * n + 1), sizeof(float));
+    if (causal)
+        for (int64_t j = w + n; j < w + 2 * n; j++) causal[j] = -INFINITY;
+    return causal;
 }
 
 /* token -> run for runs that cover the n tokens in order (counts >= 0: an empty run is padding; rows < rows,
@@ -689,10 +697,10 @@ int vg_ragged_attention(const int64_t *sizes, const float *q, const int64_t *qs,
                           .os = {0, n * sizes[5], sizes[5]}, .failed = 0},
                     .runs = runs, .f16 = f16};
     int64_t *run_of = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    float *zeros = calloc((size_t)(w + n + 1), sizeof(float));
-    int rc = run_of && zeros ? vg_ragged_runs(runs, sizes[7], n, sizes[0], w, run_of) : -1;
+    float *causal = vg_ragged_causal(w, n);
+    int rc = run_of && causal ? vg_ragged_runs(runs, sizes[7], n, sizes[0], w, run_of) : -1;
     if (rc == 0) {
-        r.run_of = run_of, r.zeros = zeros;
+        r.run_of = run_of, r.causal = causal;
         const int64_t units = r.a.kv * n;
         if (threads <= 1 || units <= 1) {
             vg_parallel_for(units, 1, threads, ragged_units, &r);
@@ -703,6 +711,6 @@ int vg_ragged_attention(const int64_t *sizes, const float *q, const int64_t *qs,
         rc = r.a.failed ? -1 : 0;
     }
     free(run_of);
-    free(zeros);
+    free(causal);
     return rc;
 }

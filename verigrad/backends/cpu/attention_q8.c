@@ -365,17 +365,17 @@ int vg_cached_attention_q8(const int64_t *ints, const float *q, const float *k, 
 
 /* ragged_attention_q8 (ops/composite/attention_ragged.py): attention.c's ragged_attention over q8_0 windows.
  * Token i = start + t of run (row, start, count, length) is unit (g, t) of q8_units on its sequence alone:
- * b = 1, the row's first `length` positions, the run's tokens start .. i, a bias of zeros; cached_attention_q8
- * gives it the same bits with the whole chunk and the wider window (the hidden positions skipped, the run's
- * future weighted exactly 0). Units (g, i), each computed by one thread in one order. */
+ * b = 1, the row's first `length` positions, the run's tokens, a bias hiding their future (a view of
+ * `causal`, as attention.c's); cached_attention_q8 gives it the same bits with the wider window (the hidden
+ * positions skipped). Units (g, i), each computed by one thread in one order. */
 typedef struct {
     q8_job a;            /* b = the windows' rows, t = N tokens, w = W; q, k, v [1, ...] */
     const int64_t *runs; /* [S, 4] */
     const int64_t *run_of;
-    const float *zeros;
+    const float *causal; /* W + N zeros, then N -infinities */
 } q8_ragged_job;
 
-static const int64_t Q8_ZERO_BIAS[3] = {0, 0, 1};
+static const int64_t Q8_ROW_BIAS[3] = {0, 0, 1};
 
 static void q8_ragged_units(void *ctx, int64_t lo, int64_t hi) {
     q8_ragged_job *r = (q8_ragged_job *)ctx;
@@ -384,18 +384,19 @@ static void q8_ragged_units(void *ctx, int64_t lo, int64_t hi) {
         const int64_t g = unit / a->t, i = unit % a->t, *run = r->runs + 4 * r->run_of[i];
         const int64_t start = run[1];
         q8_job l = *a;
-        l.b = 1, l.t = i - start + 1, l.w = run[3];
+        l.b = 1, l.t = run[2], l.w = run[3];
         l.q = a->q + start * a->qs[2], l.k = a->k + start * a->ks[2], l.v = a->v + start * a->vs[2];
         l.pk = a->pk + run[0] * a->pks[0], l.pv = a->pv + run[0] * a->pvs[0];
-        l.bias = r->zeros, l.bs = Q8_ZERO_BIAS;
+        l.bias = r->causal + (a->w + a->t) - (run[3] + i - start + 1), l.bs = Q8_ROW_BIAS;
         l.out = a->out + start * a->os[2];
         l.failed = 0;
-        q8_units(&l, g * l.t + l.t - 1, g * l.t + l.t);
+        q8_units(&l, g * l.t + i - start, g * l.t + i - start + 1);
         if (l.failed) r->a.failed = 1;
     }
 }
 
 int vg_ragged_runs(const int64_t *runs, int64_t s, int64_t n, int64_t rows, int64_t w, int64_t *run_of);
+float *vg_ragged_causal(int64_t w, int64_t n);
 
 /* ints: r (the windows' rows), h, kv, n (tokens), d, dv, w, s (runs), then the strides (q 4, k 4, v 4, pk
  * 3, pv 3); d and dv multiples of 32. Returns 0, -1 when out of memory, -2 for runs that do not cover the
@@ -410,14 +411,14 @@ int vg_ragged_attention_q8(const int64_t *ints, const float *q, const float *k, 
                              .os = {0, n * ints[5], ints[5]}, .failed = 0},
                        .runs = runs};
     int64_t *run_of = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    float *zeros = calloc((size_t)(w + n + 1), sizeof(float));
-    int rc = run_of && zeros ? vg_ragged_runs(runs, ints[7], n, ints[0], w, run_of) : -1;
+    float *causal = vg_ragged_causal(w, n);
+    int rc = run_of && causal ? vg_ragged_runs(runs, ints[7], n, ints[0], w, run_of) : -1;
     if (rc == 0) {
-        r.run_of = run_of, r.zeros = zeros;
+        r.run_of = run_of, r.causal = causal;
         vg_parallel_for(r.a.kv * n, 1, threads, q8_ragged_units, &r);
         rc = r.a.failed ? -1 : 0;
     }
     free(run_of);
-    free(zeros);
+    free(causal);
     return rc;
 }

@@ -86,7 +86,9 @@ def register(backend: Any, lib: Library) -> None:
             if found is False or not all(a.flags.aligned for a in arrays):
                 return reference(*arrays, scale=scale)
             out = np.empty((*q.shape[:3], v.shape[3]), np.float32)
-            done = call(found, arrays, float(resolve_scale(scale, q.shape[3])), out) if out.size else 0
+            done = call(
+                found, arrays, float(resolve_scale(scale, q.shape[3])), out
+            )  # (empty: checks the runs)
             if done == -2:  # the reference says how the runs are wrong
                 return reference(*arrays, scale=scale)
             if done:

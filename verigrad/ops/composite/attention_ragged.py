@@ -11,9 +11,9 @@ the last ending at N; counts >= 0 (an empty run is padding: a plan's runs are a 
 lengths <= W. The result [1, H, N, Dv].
 
 So one call, and one compiled plan of a given N and W, serves any mix of decode rows and prompt chunks: the
-runs are data, not shapes. Each token's result is what cached_attention gives it on its own sequence's
-window and run (a window's hidden positions and a run's future tokens are left out; with finite keys and
-values there, cached_attention's weight of exactly 0 adds nothing either: the kernels give its bits).
+runs are data, not shapes. Each run is cached_attention of its chunk over its row's first `length` positions
+(the window's other positions are left out: cached_attention gives the same bits where their keys and values
+are finite, as a cache's unused positions are), and the kernels give each token those bits.
 ragged_attention_q8 is the same over a q8_0 cache's blocks (u8 [R, KV, W, D / 32 * 34], keys not
 transposed), as cached_attention_q8. Inference only (no gradient).
 """
