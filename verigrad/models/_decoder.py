@@ -278,10 +278,11 @@ class Mixed:
 
 @dataclass(frozen=True)
 class Ragged:
-    """A ragged step's bias (what the model's step passes on as `bias`): its N tokens are runs, run s
-    (row, start, count, length) of `runs` [S, 4] being the next `count` tokens of the sequence in cache row
-    `row`, which holds `length` positions (`ragged_attention`: the runs are data, so one plan serves any mix
-    of decode rows and prompt chunks of N tokens); `last` [L] the tokens whose logits the step returns."""
+    """A ragged step's bias (what the model's step passes on as `bias`): its N tokens are runs, run
+    (row, start, count, length) of `runs` being the next `count` tokens of the sequence in cache row `row`,
+    which holds `length` positions (`ragged_attention`: the runs are data, so one plan serves any mix of
+    decode rows and prompt chunks of N tokens; empty runs pad them); `last` [S] the tokens whose logits
+    the step returns (each run's last)."""
 
     runs: Tensor
     last: Tensor
@@ -290,7 +291,7 @@ class Ragged:
 def logit_rows(x: Tensor, bias: Any, last_only: bool) -> Tensor:
     """The rows of a step's last hidden states x [B, T, d] whose logits it returns: all, the last (with
     `last_only`), a mixed step's rows' and its chunk's last ([rows + 1, 1, d]), or a ragged step's `last`
-    tokens' ([L, 1, d])."""
+    tokens' ([S, 1, d])."""
     if isinstance(bias, Ragged):
         return take(x[0], bias.last.reshape(bias.last.shape[0], 1), axis=0)
     if isinstance(bias, Mixed):
@@ -324,20 +325,18 @@ def commit_mixed(cache: KVCache, new: list[Tensor], lengths: list[int], at: int)
 
 
 def ragged_inputs(
-    cache: KVCache, runs: np.ndarray, tokens: int, logits: int
+    cache: KVCache, runs: np.ndarray, tokens: int
 ) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
-    """Positions [tokens], the `logits` tokens whose logits a ragged step returns (each run's last, then the
-    last run's repeated) and the windows of every row of the cache for `runs` (row, start, count, length)
-    [S, 4]; tokens past the runs' (padding) at position 0. The window covers the longest row."""
+    """Positions [tokens], each run's last token (whose logits a ragged step returns) and the windows of
+    every row of the cache for `runs` (row, start, count, length) [S, 4]; tokens past the runs' (padding)
+    at position 0. The window covers the longest row."""
     lengths, ends = runs[:, 3], runs[:, 3] + runs[:, 2]
     width = window_width(int(lengths.max()), cache.capacity)
     cache.reserve(max(width, int(ends.max())))
     positions = np.zeros(tokens, np.int64)
     for _, start, count, length in runs.tolist():
         positions[start : start + count] = np.arange(length, length + count)
-    last = runs[:, 1] + runs[:, 2] - 1
-    last = np.concatenate([last, np.full(logits - len(last), last[-1])]).astype(np.int64)
-    return positions, last, windows_of(cache, width)
+    return positions, runs[:, 1] + runs[:, 2] - 1, windows_of(cache, width)
 
 
 def commit_ragged(cache: KVCache, new: list[Tensor], runs: np.ndarray) -> None:
@@ -457,20 +456,21 @@ class CachedStep:
     def ragged(self, ids: np.ndarray, cache: KVCache, runs: np.ndarray, pad: int = 1) -> Tensor:
         """The logits [S, 1, vocab] of the last token of each of S runs (row, start, count, length) [S, 4] of
         the N tokens `ids` [N] (see `Ragged`), their keys and values written into their rows. One compiled
-        step for any runs: its plans are per (N, window), N rounded up to a multiple of `pad` (the padding
-        tokens form a run of their own whose keys are not kept); the runs and the returned rows are padded
-        to one more and as many as the cache's rows (empty runs, the last run's logits again)."""
+        step for any runs: its plans are per (N, S, window), N rounded up to a multiple of `pad` (the
+        padding tokens form a run of their own whose keys are not kept); the runs are padded with empty
+        ones to one more than the cache's rows. (The logits of S rows, not of the cache's rows: a plan
+        for each S costs less than the head's product on rows that no run asked for.)"""
         dtype, slots = cache_dtype(cache), cache.keys[0].shape[0]
         step = self.raggeds.get((dtype, slots))
         if step is None:
             from ..compile import compile
 
-            n, w = dims("tokens window")
+            n, s, w = dims("tokens sequences window")
             specs = (
                 spec([1, n], "i64"),
                 spec([n], "i64"),
                 spec([slots + 1, 4], "i64"),
-                spec([slots], "i64"),
+                spec([s], "i64"),
                 *window_specs(*self.sizes, slots, w, dtype),
             )
             step = self.raggeds[dtype, slots] = compile(self._ragged, specs=specs)
@@ -481,14 +481,14 @@ class CachedStep:
         table[len(runs) :, 1] = tokens
         if tokens > count:  # the padding: a run of its own over no positions
             table[len(runs)] = (0, count, tokens - count, 0)
-        positions, last, windows = ragged_inputs(cache, runs, tokens, slots)
+        positions, last, windows = ragged_inputs(cache, runs, tokens)
         padded = np.zeros((1, tokens), np.int64)
         padded[0, :count] = ids
         with no_grad():
             args = [from_numpy(a) for a in (padded, positions, table, last)]
             logits, *new = step(*args, *windows)
         commit_ragged(cache, new, runs)
-        return logits[: len(runs)]
+        return logits
 
     def _ragged(
         self, ids: Tensor, positions: Tensor, runs: Tensor, last: Tensor, *windows
@@ -628,7 +628,8 @@ class CachedDecoder(LanguageModel):
         holding lengths[s] positions, runs its next tokens[s] (one token: a decode row, as `forward_rows`;
         several: a prompt's chunk, as `forward_chunk`), and row s of the result is the logits of its last;
         each run's logits, keys and values are the bits those give it. One compiled step serves any runs
-        (`CachedStep.ragged`: a plan per token count rounded up to a multiple of `pad`, and window)."""
+        (`CachedStep.ragged`: a plan per token count rounded up to a multiple of `pad`, run count and
+        window)."""
         rows_held = cache.keys[0].shape[0] if cache.keys else 0
         counts = [len(t) for t in tokens]
         if not (len(tokens) == len(rows) == len(lengths) >= 1 and min(counts) >= 1):
