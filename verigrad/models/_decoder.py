@@ -22,6 +22,9 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 chunk of the next row's prompt as one sequence of tokens [1, n + C] through the products; its attention
 (`Mixed.split`) runs the rows' tokens over their rows' windows and the chunk over its row's, each on the
 inputs the step alone gives it, so every row's logits, keys and values are the bits it gets alone.
+A ragged step (`CachedStep.ragged`, `forward_ragged`) runs runs of tokens of any cache rows (decode rows,
+prompt chunks) as one sequence [1, N] whose attention is one `ragged_attention` call over every row's
+window: the runs are data, so one trace serves them all, a plan per (N, runs, window).
 """
 
 from __future__ import annotations
