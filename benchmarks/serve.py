@@ -49,10 +49,14 @@ block (its default, 16, or 64: what it was before).
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
 `--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
-whole block that is not its prompt's last joins the step), with `--engine` and `--stall`;
+whole block that is not its prompt's last joins the step where it spends the rest of the prefill budget,
+through the ragged step), with `--engine` and `--stall`; `--join-last` joins the prompts' last chunks too
+(their first token from the step), `--ragged-pad N` rounds a ragged step's tokens up to a multiple of N
+(fewer plans), with `--engine`;
 `--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
 chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
-each B of `--clients` (the process's CPU time, medians of alternated repetitions).
+each B of `--clients` (the process's CPU time, medians of alternated repetitions), and through the ragged
+step (`forward_ragged`).
 
     python benchmarks/serve.py --joined --threads 1 --clients 1,4,7,8
 
@@ -417,7 +421,11 @@ def joined(
                 def together(ids=ids, chunk=chunk, lengths=lengths) -> None:
                     model.forward_mixed(ids, chunk, cache, lengths, 32)
 
-                ways = {"apart": apart, "joined": together}
+                def ragged(chunk=chunk, lengths=lengths) -> None:
+                    runs = [[42]] * len(lengths) + [list(chunk[0])]
+                    model.forward_ragged(runs, cache, list(range(len(runs))), [*lengths, 32])
+
+                ways = {"apart": apart, "joined": together, "ragged": ragged}
                 cpu: dict[str, list[float]] = {way: [] for way in ways}
                 for r in range(repeats + 6):  # the plans built, then recorded and replayed
                     for way, run in ways.items():
@@ -425,10 +433,10 @@ def joined(
                         run()
                         if r >= 6:
                             cpu[way].append(time.process_time() - c0)
-                ms_apart, ms_joined = (1000 * statistics.median(cpu[way]) for way in ways)
+                ms_apart, ms_joined, ms_ragged = (1000 * statistics.median(cpu[way]) for way in ways)
                 print(
                     f"B={b} rows + a {t}-token chunk: apart {ms_apart:.1f} ms, joined {ms_joined:.1f} ms "
-                    f"({ms_apart / ms_joined:.2f}x)"
+                    f"({ms_apart / ms_joined:.2f}x), ragged {ms_ragged:.1f} ms ({ms_apart / ms_ragged:.2f}x)"
                 )
 
 
@@ -597,11 +605,13 @@ def engine_cpu(
     block: int,
     join: bool,
     prefill_tokens: int | None,
+    engine_flags: dict | None = None,
 ):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
     prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
     false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
-    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default)."""
+    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default);
+    `engine_flags`: more of the Engine's settings (join_last, ragged_pad)."""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -632,6 +642,7 @@ def engine_cpu(
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
         budget = {} if prefill_tokens is None else {"prefill_tokens": prefill_tokens}
+        budget |= engine_flags or {}
         engine = Timed(
             model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join, **budget
         )
@@ -789,6 +800,12 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
+        "--join-last", action="store_true", help="--engine: prompts' last chunks join the steps (see above)"
+    )
+    parser.add_argument(
+        "--ragged-pad", type=int, help="--engine: a ragged step's tokens rounded up to a multiple"
+    )
+    parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
     parser.add_argument(
@@ -824,7 +841,9 @@ def main() -> None:
     if args.engine:
         print(describe_machine())
         loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
-        engine_cpu(model, args.threads, counts, *loops)
+        flags = {"join_last": True} if args.join_last else {}
+        flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
+        engine_cpu(model, args.threads, counts, *loops, flags)
         return
     if args.steps:
         print(describe_machine())

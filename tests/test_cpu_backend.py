@@ -46,7 +46,7 @@ def test_the_kernels_registered():
     libm = list(cpu.UNARY_LIBM)
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.MOVEMENT + cpu.COLUMNS + cpu.POOL + cpu.MATMUL
     families += cpu.QUANT + cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE + cpu.CAST + cpu.SCALED + cpu.CHECKS
-    families += cpu.ATTENTION_Q8 + cpu.softmax_grad.SOFTMAX_GRAD + cpu.ACTIVATIONS
+    families += cpu.ATTENTION_Q8 + cpu.ATTENTION_RAGGED + cpu.softmax_grad.SOFTMAX_GRAD + cpu.ACTIVATIONS
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
     assert {d for op, d in ALL_KERNELS if op not in (*cpu.MOVEMENT, "argmax")} == {"f32", "f64", "i64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype

@@ -146,10 +146,10 @@ def test_forward_mixed_checks_its_arguments(llama):
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
-def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served, sampling):
+def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served, sampling, monkeypatch):
     """Long prompts arriving while others decode: with `join_chunks` their whole blocks run in the decode
-    steps (one a step: `prefill_tokens` 16), and every request's tokens and log-probabilities are the
-    bits it gets alone and with every chunk run alone."""
+    steps (one a step: `prefill_tokens` 16; `forward_mixed`: a model without ragged steps), and every
+    request's tokens and log-probabilities are the bits it gets alone and with every chunk run alone."""
     from test_serve_engine import run, summary
 
     from verigrad.serve.engine import Engine, Request
@@ -159,6 +159,7 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
         Request(list(map(int, rng.integers(3, 260, n))), 6 + i, logprobs=2, **sampling)
         for i, n in enumerate([3, 90, 70, 41, 120])
     ]
+    monkeypatch.setattr(served[0], "ragged_steps", False)
     got = {}
     for join in (True, False):
         e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16,
@@ -174,15 +175,22 @@ def test_the_engine_joins_prompt_chunks_to_its_steps_with_the_same_tokens(served
     assert got[True] == got[False]
 
 
-def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(served, monkeypatch):
-    """An exception in a joined step: the running request and the prompt whose chunk it ran get an error
-    event (its row cleared), and the engine serves the next request with the bits it gets alone."""
+@pytest.mark.parametrize("forward", ["forward_mixed", "forward_ragged"])
+def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(served, monkeypatch, forward):
+    """An exception in a joined step (`forward_mixed`, or `forward_ragged` where last chunks join): the
+    running request and the prompt whose chunk it ran get an error event (its row cleared), and the engine
+    serves the next request with the bits it gets alone."""
     from test_serve_engine import run, summary
 
     from verigrad.serve.engine import Engine, Request
 
     model = served[0]
-    e = Engine(*served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16).start()
+    join_last = forward == "forward_ragged"
+    if not join_last:  # a model without ragged steps joins through forward_mixed
+        monkeypatch.setattr(model, "ragged_steps", False)
+    e = Engine(
+        *served, max_batch=4, capacity=CAPACITY, prefix_blocks=0, prefill_tokens=16, join_last=join_last
+    ).start()
     try:
         after = Request([5, 6, 7], 4, temperature=0.0, logprobs=1)
         alone = summary(run(e, [after])[0])
@@ -190,7 +198,7 @@ def test_a_joined_step_that_fails_ends_its_rows_and_its_prompt_with_an_error(ser
         def broken(*args, **kwargs):
             raise RuntimeError("planted")
 
-        monkeypatch.setattr(model, "forward_mixed", broken)
+        monkeypatch.setattr(model, forward, broken)
         running, long = Request([8, 9], 30, temperature=0.0), Request(list(range(3, 60)), 3, temperature=0.0)
         got = run(e, [running, long])
         assert [events[-1].finish_reason for events in got] == ["error", "error"]

@@ -22,11 +22,15 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 chunk of the next row's prompt as one sequence of tokens [1, n + C] through the products; its attention
 (`Mixed.split`) runs the rows' tokens over their rows' windows and the chunk over its row's, each on the
 inputs the step alone gives it, so every row's logits, keys and values are the bits it gets alone.
+A ragged step (`CachedStep.ragged`, `forward_ragged`) runs runs of tokens of any cache rows (decode rows,
+prompt chunks) as one sequence [1, N] whose attention is one `ragged_attention` call over every row's
+window: the runs are data, so one trace serves them all, a plan per (N, runs, window).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +39,16 @@ import numpy as np
 from ..autograd import no_grad
 from ..dtypes import u8
 from ..io.quantizers import quantize
-from ..ops import cached_attention, cached_attention_q8, concat, dequantize_op, from_numpy
+from ..ops import (
+    cached_attention,
+    cached_attention_q8,
+    concat,
+    dequantize_op,
+    from_numpy,
+    ragged_attention,
+    ragged_attention_q8,
+    take,
+)
 from ..ops.quant import FORMATS
 from ..shapes import DimLike, Spec, dims, spec
 from ..tensor import Tensor
@@ -266,9 +279,24 @@ class Mixed:
         return concat(rows, chunk, axis=2)
 
 
+@dataclass(frozen=True)
+class Ragged:
+    """A ragged step's bias (what the model's step passes on as `bias`): its N tokens are runs, run
+    (row, start, count, length) of `runs` being the next `count` tokens of the sequence in cache row `row`,
+    which holds `length` positions (`ragged_attention`: the runs are data, so one plan serves any mix of
+    decode rows and prompt chunks of N tokens; empty runs pad them); `last` [S] the tokens whose logits
+    the step returns (each run's last)."""
+
+    runs: Tensor
+    last: Tensor
+
+
 def logit_rows(x: Tensor, bias: Any, last_only: bool) -> Tensor:
     """The rows of a step's last hidden states x [B, T, d] whose logits it returns: all, the last (with
-    `last_only`), or a mixed step's rows' and its chunk's last ([rows + 1, 1, d])."""
+    `last_only`), a mixed step's rows' and its chunk's last ([rows + 1, 1, d]), or a ragged step's `last`
+    tokens' ([S, 1, d])."""
+    if isinstance(bias, Ragged):
+        return take(x[0], bias.last.reshape(bias.last.shape[0], 1), axis=0)
     if isinstance(bias, Mixed):
         return concat(x[:, : bias.rows], x[:, -1:], axis=1).reshape(bias.rows + 1, 1, x.shape[2])
     return x[:, -1:] if last_only else x
@@ -299,6 +327,32 @@ def commit_mixed(cache: KVCache, new: list[Tensor], lengths: list[int], at: int)
             store[n, :, at : at + a.shape[1] - n] = _stored(a[:, n:], cache)
 
 
+def ragged_inputs(
+    cache: KVCache, runs: np.ndarray, tokens: int
+) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
+    """Positions [tokens], each run's last token (whose logits a ragged step returns) and the windows of
+    every row of the cache for `runs` (row, start, count, length) [S, 4]; tokens past the runs' (padding)
+    at position 0. The window covers the longest row."""
+    lengths, ends = runs[:, 3], runs[:, 3] + runs[:, 2]
+    width = window_width(int(lengths.max()), cache.capacity)
+    cache.reserve(max(width, int(ends.max())))
+    positions = np.zeros(tokens, np.int64)
+    for _, start, count, length in runs.tolist():
+        positions[start : start + count] = np.arange(length, length + count)
+    return positions, runs[:, 1] + runs[:, 2] - 1, windows_of(cache, width)
+
+
+def commit_ragged(cache: KVCache, new: list[Tensor], runs: np.ndarray) -> None:
+    """Write a ragged step's new keys and values: run (row, start, count, length)'s at positions length ...
+    of its row (tokens past the runs, padding, are not written)."""
+    rows = np.concatenate([np.full(c, r) for r, _, c, _ in runs.tolist()])
+    at = np.concatenate([np.arange(n, n + c) for _, _, c, n in runs.tolist()])
+    count = len(rows)
+    for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
+        for store, a in ((cache.keys[i], k.numpy()[0]), (cache.values[i], v.numpy()[0])):
+            store[rows, :, at] = _stored(a[:, :count].swapaxes(0, 1), cache)
+
+
 def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
     """Layer `layer`'s window from a step's windows: (keys transposed, values) of an f32 or f16 cache; a
     q8_0 cache's blocks as the cache holds them (u8 [B, KV, W, bytes] each), which `window_attention` reads
@@ -311,7 +365,10 @@ def window_attention(
 ) -> Tensor:
     """The attention of new tokens over a layer's window (`layer_window`) and themselves:
     `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks; a mixed step's tokens by
-    their sequences (`Mixed.split`)."""
+    their sequences (`Mixed.split`); a ragged step's runs in one call (`ragged_attention`)."""
+    if isinstance(bias, Ragged):
+        op = ragged_attention_q8 if past_k.dtype is u8 else ragged_attention
+        return op(q, k, v, past_k, past_v, bias.runs, scale=scale)
     if isinstance(bias, Mixed):
         return bias.split(functools.partial(window_attention, scale=scale), q, k, v, past_k, past_v)
     if past_k.dtype is u8:
@@ -340,6 +397,7 @@ class CachedStep:
         self.decode_rows: dict[str, Any] = {}
         self.chunks: dict[str, Any] = {}  # a prompt's chunks: any T, the last token's logits
         self.mixes: dict[tuple[str, int], Any] = {}  # mixed steps per (cache dtype, rows): any chunk
+        self.raggeds: dict[tuple[str, int], Any] = {}  # ragged steps per (cache dtype, rows): any runs
 
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool, tokens: int | None = 1) -> Any:
         dtype = cache_dtype(cache)
@@ -398,9 +456,52 @@ class CachedStep:
         """The model's step with a mixed step's bias (`Mixed`): what `mixed` compiles."""
         return self.step(ids, positions, Mixed(rows, rows_bias, chunk_bias), *windows)
 
+    def ragged(self, ids: np.ndarray, cache: KVCache, runs: np.ndarray, pad: int = 1) -> Tensor:
+        """The logits [S, 1, vocab] of the last token of each of S runs (row, start, count, length) [S, 4] of
+        the N tokens `ids` [N] (see `Ragged`), their keys and values written into their rows. One compiled
+        step for any runs: its plans are per (N, S, window), N rounded up to a multiple of `pad` (the
+        padding tokens form a run of their own whose keys are not kept); the runs are padded with empty
+        ones to one more than the cache's rows. (The logits of S rows, not of the cache's rows: a plan
+        for each S costs less than the head's product on rows that no run asked for.)"""
+        dtype, slots = cache_dtype(cache), cache.keys[0].shape[0]
+        step = self.raggeds.get((dtype, slots))
+        if step is None:
+            from ..compile import compile
+
+            n, s, w = dims("tokens sequences window")
+            specs = (
+                spec([1, n], "i64"),
+                spec([n], "i64"),
+                spec([slots + 1, 4], "i64"),
+                spec([s], "i64"),
+                *window_specs(*self.sizes, slots, w, dtype),
+            )
+            step = self.raggeds[dtype, slots] = compile(self._ragged, specs=specs)
+        count = len(ids)
+        tokens = -(-count // pad) * pad
+        table = np.zeros((slots + 1, 4), np.int64)
+        table[: len(runs)] = runs
+        table[len(runs) :, 1] = tokens
+        if tokens > count:  # the padding: a run of its own over no positions
+            table[len(runs)] = (0, count, tokens - count, 0)
+        positions, last, windows = ragged_inputs(cache, runs, tokens)
+        padded = np.zeros((1, tokens), np.int64)
+        padded[0, :count] = ids
+        with no_grad():
+            args = [from_numpy(a) for a in (padded, positions, table, last)]
+            logits, *new = step(*args, *windows)
+        commit_ragged(cache, new, runs)
+        return logits
+
+    def _ragged(
+        self, ids: Tensor, positions: Tensor, runs: Tensor, last: Tensor, *windows
+    ) -> tuple[Tensor, ...]:
+        """The model's step with a ragged step's bias (`Ragged`): what `ragged` compiles."""
+        return self.step(ids, positions, Ragged(runs, last), *windows)
+
     def drop_plans(self) -> None:
         """Free the compiled steps' plans (`Compiled.drop_plans`)."""
-        every = (self.decode, self.decode_rows, self.chunks, self.mixes)
+        every = (self.decode, self.decode_rows, self.chunks, self.mixes, self.raggeds)
         for compiled in [c for plans in every for c in plans.values()]:
             compiled.drop_plans()
 
@@ -449,6 +550,7 @@ class CachedDecoder(LanguageModel):
     output [B, T, d]), `_logits(x)` and `step`; `forward` and `new_cache` are these."""
 
     computes_last_only = True
+    ragged_steps = True  # `forward_ragged` runs (not where the attention is written in ops by sequence)
 
     def cached(self, layers: int, kv_heads: DimLike, head_dim: DimLike) -> None:
         old = getattr(self, "cached_step", None)
@@ -516,6 +618,49 @@ class CachedDecoder(LanguageModel):
         self.prepare(cache.capacity)
         joined = np.concatenate([ids.numpy()[:, 0], chunk.numpy()[0]]).reshape(1, -1)
         return self.cached_step.mixed(from_numpy(joined), cache, lengths, at)
+
+    def forward_ragged(
+        self,
+        tokens: Sequence[Sequence[int]],
+        cache: KVCache,
+        rows: Sequence[int],
+        lengths: Sequence[int],
+        pad: int = 1,
+    ) -> Tensor:
+        """Logits [S, 1, vocab] of one step of S sequences: sequence s, in cache row rows[s] (distinct) and
+        holding lengths[s] positions, runs its next tokens[s] (one token: a decode row, as `forward_rows`;
+        several: a prompt's chunk, as `forward_chunk`), and row s of the result is the logits of its last;
+        each run's logits, keys and values are the bits those give it. One compiled step serves any runs
+        (`CachedStep.ragged`: a plan per token count rounded up to a multiple of `pad`, run count and
+        window)."""
+        rows_held = cache.keys[0].shape[0] if cache.keys else 0
+        counts = [len(t) for t in tokens]
+        if not (len(tokens) == len(rows) == len(lengths) >= 1 and min(counts) >= 1):
+            raise ValueError(
+                f"forward_ragged: give one or more runs of at least one token, each with its row and length, "
+                f"got {len(tokens)} runs, {len(rows)} rows and {len(lengths)} lengths"
+            )
+        if len(set(rows)) != len(rows) or not all(isinstance(r, int) and 0 <= r < rows_held for r in rows):
+            raise ValueError(
+                f"forward_ragged: the rows must be distinct, 0 ... {rows_held - 1}, got {list(rows)}"
+            )
+        if not all(
+            isinstance(n, int) and n >= 0 and n + c <= cache.capacity for n, c in zip(lengths, counts)
+        ):
+            raise ValueError(
+                f"forward_ragged: each run's positions (lengths {list(lengths)}, counts {counts}) must be "
+                f"0 ... "
+                f"{cache.capacity - 1}"
+            )
+        if not (isinstance(pad, int) and pad >= 1):
+            raise ValueError(f"forward_ragged: pad must be a positive integer, got {pad!r}")
+        ids = np.concatenate([np.asarray(t, np.int64).reshape(-1) for t in tokens])
+        if ids.min() < 0 or ids.max() >= self.vocab_size:
+            raise ValueError(f"forward_ragged: token ids must be 0 ... {self.vocab_size - 1}")
+        starts = np.cumsum([0, *counts[:-1]])
+        runs = np.asarray([rows, starts, counts, lengths], np.int64).T.copy()
+        self.prepare(cache.capacity)
+        return self.cached_step.ragged(ids, cache, runs, pad)
 
     def forward_chunk(self, ids: Any, cache: KVCache) -> Tensor:
         """Logits [B, 1, vocab] of the last of token ids [B, T] run on the cache, as `forward(ids, cache,

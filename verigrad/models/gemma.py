@@ -31,7 +31,7 @@ from ..nn import functional as F
 from ..ops import arange, attention, concat, full, softmax, where
 from ..ops.composite.attention import scale_tensor
 from ..tensor import Tensor
-from ._decoder import Mixed, float_window, window_attention
+from ._decoder import Mixed, Ragged, float_window, window_attention
 from .llama import _BLOCK, Llama, LlamaAttention, LlamaConfig, LlamaMLP, gguf_config, rope_tables
 
 GEMMA_VARIANTS: dict[str, dict[str, bool]] = {"gemma2": {}, "gemma3": {"qk_norm": True}}
@@ -69,6 +69,8 @@ class GemmaAttention(LlamaAttention):
         if self.softcap is None:
             s = self.scale
             return attention(q, k, v, scale=s) if past is None else window_attention(q, k, v, *past, scale=s)
+        if past is not None and isinstance(past[2], Ragged):
+            raise NotImplementedError("Gemma 2's soft-capped attention takes no ragged step (ragged_steps)")
         if past is not None and isinstance(past[2], Mixed):  # a mixed step's tokens, by sequence
             return past[2].split(lambda *a: self._attend(*a[:3], a[3:]), q, k, v, *past[:2])
         # soft-capped scores: the attention written in ops, over the window (if any) and the new keys
@@ -121,6 +123,11 @@ class Gemma(Llama):
         "ffn_norm": "pre_feedforward_layernorm",
         "post_ffw_norm": "post_feedforward_layernorm",
     }
+
+    @property
+    def ragged_steps(self) -> bool:  # type: ignore[override]
+        """Soft-capped attention (Gemma 2) is written in ops, by sequence: no ragged step."""
+        return self.config.attn_softcap is None
 
     def _block(self, config: LlamaConfig, index: int) -> Module:
         return GemmaBlock(config, local=(index + 1) % GLOBAL_EVERY != 0)  # type: ignore[arg-type]

@@ -63,6 +63,8 @@ from .composite import (
     log_softmax,
     max_pool2d,
     max_pool_grad_at,
+    ragged_attention,
+    ragged_attention_q8,
     rms_norm,
     rope,
     softmax,

@@ -16,8 +16,11 @@ runs one token of every running sequence as one batch (`CachedStep.rows`: batche
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
 cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
 prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
-(`forward_mixed`: the rows' tokens and the chunk as one forward, whose products read each weight once
-for both; each row's bits are those it gets alone, so the chunking is still the same). Every kernel of
+(`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows' tokens and the chunk as
+one forward, whose products read each weight once for both; each row's bits are those it gets alone, so
+the chunking is still the same); with `join_last` the prompt's last chunk too, whose first token comes
+from the step's logits (off by default: on SmolLM2 at 8 clients its sequence's first decode row a step
+later and the 12-row products cost more than the chunk run alone saved). Every kernel of
 the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
 whatever batch it lands in, and with a seed its own generator draws them.
 
@@ -160,9 +163,11 @@ class Engine:
         prefix_blocks: int = PREFIX_TOKENS // BLOCK,
         prefill_tokens: int = PREFILL_TOKENS,
         join_chunks: bool = True,
+        join_last: bool = False,
+        ragged_pad: int = 1,
     ):
         checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
-        for name, value in (*checked, ("prefill_tokens", prefill_tokens)):
+        for name, value in (*checked, ("prefill_tokens", prefill_tokens), ("ragged_pad", ragged_pad)):
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
         if not hasattr(model, "forward_rows"):
@@ -175,6 +180,12 @@ class Engine:
         self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
         self.prefill_tokens = prefill_tokens  # prompt tokens prefilled between two decode steps
         self.join_chunks = join_chunks  # a prompt's chunk joins the decode step (while sequences run)
+        # joined through the ragged step where the model takes it (one trace for any rows and chunk), else
+        # the mixed one; with `join_last` (ragged steps only) a prompt's last chunk too, the step giving
+        # its first token
+        self.ragged = getattr(model, "ragged_steps", False)
+        self.join_last = join_chunks and join_last and self.ragged
+        self.ragged_pad = ragged_pad  # a ragged step's tokens rounded up to a multiple (its plans)
         self._prefill: _Prefill | None = None
         self._join: _Prefill | None = None  # the prompt whose next chunk the coming step runs
         self.cache = BatchCache(model, max_batch, capacity)
@@ -323,9 +334,10 @@ class Engine:
         (or none waits, or the batch is full); a prompt whose last chunk ran joins the batch. While
         sequences run (and `join_chunks`), a whole block that is not its prompt's last and would spend the
         rest of the budget is left to the decode step, which runs it with the rows (`_joined_step`): its
-        products read each weight once for both. (A prompt's last chunk runs before the step, so that
-        its sequence's next token is in that step; a chunk of any length joined would build a plan per
-        rows, chunk length and window, each built and run several times before it replays.)"""
+        products read each weight once for both. With `join_last` (a model that takes ragged steps: one
+        plan per token count and window, whatever the rows and the chunk), the prompt's last chunk joins
+        the step too, and the step's logits give its first token; else it runs before the step (a
+        chunk of any length joined to `forward_mixed` builds a plan per rows, chunk length and window)."""
         budget, self._join = self.prefill_tokens, None
         while budget > 0:
             if self._prefill is None:
@@ -344,8 +356,11 @@ class Engine:
                 self._drop_prefill(Event(finish_reason="cancelled"))
                 continue
             tokens = min(self.block, len(p.prompt) - p.at)
-            whole = tokens == self.block and p.at + tokens < len(p.prompt)
-            if budget <= tokens and whole and self._running and self.join_chunks:
+            last = p.at + tokens == len(p.prompt)
+            whole = tokens == self.block and not last
+            if self._running and (
+                (budget <= tokens and whole and self.join_chunks) or (last and self.join_last)
+            ):
                 self._join = p
                 return
             budget -= tokens
@@ -422,13 +437,21 @@ class Engine:
 
     def _joined_step(self, p: _Prefill) -> None:
         """The step of the running sequences and p's next chunk (in the row after theirs) as one forward
-        (`forward_mixed`: each row's bits are those it gets alone)."""
+        (`forward_ragged`, else `forward_mixed`: each row's bits are those it gets alone); after p's last
+        chunk, its sequence joins the batch with its first token from the step's logits."""
         running, n = self._running, len(self._running)
-        ids = np.asarray([[s.last] for s in running], np.int64)
+        lengths = [s.length for s in running]
         chunk = np.asarray([p.prompt[p.at : p.at + self.block]], np.int64)
         with no_grad():
-            logits = self.model.forward_mixed(ids, chunk, self.cache.cache, [s.length for s in running], p.at)
-        logits = logits.numpy()
+            if self.ragged:
+                tokens, rows = [[s.last] for s in running] + [chunk[0]], list(range(n + 1))
+                step = self.model.forward_ragged(
+                    tokens, self.cache.cache, rows, [*lengths, p.at], self.ragged_pad
+                )
+            else:
+                ids = np.asarray([[s.last] for s in running], np.int64)
+                step = self.model.forward_mixed(ids, chunk, self.cache.cache, lengths, p.at)
+        logits = step.numpy()
         self.joined_chunks_total += 1
         self.joined_tokens_total += chunk.shape[1]
         self._chunk_ran(p, chunk.shape[1])

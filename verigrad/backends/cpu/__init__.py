@@ -56,6 +56,7 @@ KERNEL_FAMILIES = (
     "quant",
     "attention",
     "attention_q8",
+    "attention_ragged",
     "rope",
     "optim",
     "checks",
@@ -70,6 +71,7 @@ __getattr__, __dir__ = _lazy.attach(
             "activations": "ACTIVATIONS",
             "attention": "ATTENTION",
             "attention_q8": "ATTENTION_Q8",
+            "attention_ragged": "ATTENTION_RAGGED",
             "checks": "CHECKS",
             "convolution": "COLUMNS CONVOLUTION",
             "elementwise": "BINARY CANCELLING CAST INT64_BINARY LIBM_ULPS SCALED ULP_BOUNDS UNARY_EXACT "
@@ -99,6 +101,7 @@ __all__ = [
     "ACTIVATIONS",
     "ATTENTION",
     "ATTENTION_Q8",
+    "ATTENTION_RAGGED",
     "BINARY",
     "CANCELLING",
     "CAST",

@@ -35,7 +35,8 @@ typedef struct {
     const float *q, *k, *v, *kt, *pv, *bias;
     const int64_t *qs, *ks, *vs, *kts, *pvs, *bs; /* element strides: 4 each, bias 3 (batch, row, column) */
     double scale;
-    float *out; /* contiguous [B, H, T, Dv] */
+    float *out;     /* [B, H, T, Dv], each row of Dv contiguous */
+    int64_t os[3];  /* its element strides (batch, head, token) */
     volatile int failed;
 } attn_job;
 
@@ -390,7 +391,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t hh = 0; hh < group; hh++) {
                 const int64_t h = g * group + hh;
                 weighted_rows(s + hh * m_all + w, v, a->vs[2], a->vs[3], a->t, a->dv, acc2);
-                float *o = a->out + ((b * a->h + h) * a->t + t) * a->dv;
+                float *o = a->out + b * a->os[0] + h * a->os[1] + t * a->os[2];
                 for (int64_t e = 0; e < a->dv; e++) o[e] = (float)(acc1[hh * a->dv + e] + acc2[e]);
             }
             continue;
@@ -425,7 +426,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
             softmax_row(s, bias, a, w);
             weighted_rows(s, pv, a->pvs[2], a->pvs[3], w, a->dv, acc1);
             weighted_rows(s + w, v, a->vs[2], a->vs[3], a->t, a->dv, acc2);
-            float *o = a->out + ((b * a->h + h) * a->t + t) * a->dv;
+            float *o = a->out + b * a->os[0] + h * a->os[1] + t * a->os[2];
             for (int64_t e = 0; e < a->dv; e++) o[e] = (float)(acc1[e] + acc2[e]);
         }
     }
@@ -450,29 +451,34 @@ static void run_band(void *ctx, int64_t lo, int64_t hi) {
         if (j->bounds[i] < j->bounds[i + 1]) j->rows(j->ctx, j->bounds[i], j->bounds[i + 1]);
 }
 
-static double row_work(const attn_job *a, int64_t row) {
+static double row_work(const void *ctx, int64_t row) {
+    const attn_job *a = (const attn_job *)ctx;
     const int64_t t = row % a->t, b = row / (a->t * a->kv);
     const int64_t end = bias_end(a, a->bias + b * a->bs[0] + t * a->bs[1]);
     return (double)(end + a->t) + 0.5 * (double)(a->w - end) + 4.0;
 }
 
-/* The bands (bounds[0] = 0 <= ... <= bounds[parts] = rows, parts <= VG_MAX_BANDS) for `threads` threads;
- * returns parts */
-static int64_t bands(const attn_job *a, int threads, int64_t *bounds) {
-    const int64_t n = a->b * a->kv * a->t;
+/* The bands (bounds[0] = 0 <= ... <= bounds[parts] = n, parts <= VG_MAX_BANDS) of n rows whose work
+ * work(ctx, row) says, for `threads` threads; returns parts */
+static int64_t bands_of(int64_t n, double (*work)(const void *, int64_t), const void *ctx, int threads,
+                        int64_t *bounds) {
     int64_t parts = threads < n ? threads : n;
     if (parts > VG_MAX_BANDS) parts = VG_MAX_BANDS;
     if (parts < 1) parts = 1;
     double total = 0.0, done = 0.0;
-    for (int64_t row = 0; row < n; row++) total += row_work(a, row);
+    for (int64_t row = 0; row < n; row++) total += work(ctx, row);
     int64_t part = 1;
     bounds[0] = 0;
     for (int64_t row = 0; row < n && part < parts; row++) {
-        done += row_work(a, row);
+        done += work(ctx, row);
         while (part < parts && done >= total * (double)part / (double)parts) bounds[part++] = row + 1;
     }
     while (part <= parts) bounds[part++] = n;
     return parts;
+}
+
+static int64_t bands(const attn_job *a, int threads, int64_t *bounds) {
+    return bands_of(a->b * a->kv * a->t, row_work, a, threads, bounds);
 }
 
 /* fn over the a->b * a->kv * a->t rows, in bands of about equal work for `threads` threads */
@@ -501,7 +507,8 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
                             const int64_t *bs, double scale, float *out, int threads) {
     attn_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4], .dv = sizes[5],
                   .w = sizes[6], .q = q, .k = k, .v = v, .kt = kt, .pv = pv, .bias = bias, .qs = qs, .ks = ks,
-                  .vs = vs, .kts = kts, .pvs = pvs, .bs = bs, .scale = scale, .out = out, .failed = 0};
+                  .vs = vs, .kts = kts, .pvs = pvs, .bs = bs, .scale = scale, .out = out,
+                  .os = {sizes[1] * sizes[3] * sizes[5], sizes[3] * sizes[5], sizes[5]}, .failed = 0};
     parallel_rows(&a, threads, attn_rows, &a);
     return a.failed ? -1 : 0;
 }
@@ -570,7 +577,140 @@ int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_
                             .dv = sizes[5], .w = sizes[6], .q = q, .k = k, .v = v,
                             .kt = (const float *)(const void *)kt, .pv = (const float *)(const void *)pv,
                             .bias = bias, .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .bs = bs,
-                            .scale = scale, .out = out, .failed = 0}};
+                            .scale = scale, .out = out,
+                            .os = {sizes[1] * sizes[3] * sizes[5], sizes[3] * sizes[5], sizes[5]}, .failed = 0}};
     parallel_rows(&a.job, threads, attn16_rows, &a);
     return a.job.failed ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------------
+ * ragged_attention (ops/composite/attention_ragged.py): N new tokens in runs, run (row, start, count, length)
+ * being `count` tokens of the sequence in row `row` of the windows, which holds `length` positions. A unit of
+ * work is (key/value head g, token i); token i = start + t of its run is row t of cached_attention's
+ * computation (attn_rows) on its sequence alone: b = 1, the row's first `length` positions as the window and
+ * the run's tokens as the new ones, under a bias that hides the run's future (a view of `causal`: zeros,
+ * then -infinities). That is what cached_attention computes for it with the row's wider window, whose bias
+ * also hides the window past `length` (finite there, those positions are skipped): the same bits. Threads
+ * take bands of units of equal work; each unit is computed by one thread in one order. */
+typedef struct {
+    attn_job a;          /* b = the windows' rows, t = N tokens, w = W; q, k, v [1, ...] */
+    const int64_t *runs; /* [S, 4] */
+    int64_t *run_of;     /* token -> its run */
+    const float *causal; /* W + N zeros, then N -infinities */
+    int f16;             /* the windows hold f16 */
+} ragged_job;
+
+static const int64_t ROW_BIAS[3] = {0, 0, 1}; /* one bias row for every row of a job */
+
+/* token i's job: its run's sequence alone (`kt` and `pv` its row's window: the cache's, or the widened f16
+ * scratch, with strides kts and pvs), the bias row of token i: 0 up to it, -infinity past it */
+static attn_job ragged_unit(const ragged_job *r, int64_t i, const float *kt, const int64_t *kts,
+                            const float *pv, const int64_t *pvs) {
+    const attn_job *a = &r->a;
+    const int64_t *run = r->runs + 4 * r->run_of[i];
+    const int64_t start = run[1], length = run[3];
+    attn_job l = *a;
+    l.b = 1, l.t = run[2], l.w = length;
+    l.q = a->q + start * a->qs[2], l.k = a->k + start * a->ks[2], l.v = a->v + start * a->vs[2];
+    l.kt = kt, l.kts = kts, l.pv = pv, l.pvs = pvs;
+    l.bias = r->causal + (a->w + a->t) - (length + i - start + 1), l.bs = ROW_BIAS;
+    l.out = a->out + start * a->os[2];
+    l.failed = 0;
+    return l;
+}
+
+static void ragged_units(void *ctx, int64_t lo, int64_t hi) {
+    ragged_job *r = (ragged_job *)ctx;
+    attn_job *a = &r->a;
+    const int64_t n = a->t;
+    float *scratch = NULL; /* f16: the widened window of (run, head) `held` */
+    if (r->f16 && !(scratch = malloc(sizeof(float) * (size_t)(a->w * (a->d + a->dv) + 1)))) {
+        a->failed = 1;
+        return;
+    }
+    const int64_t kts16[4] = {0, 0, 1, a->d}, pvs16[4] = {0, 0, a->dv, 1};
+    int64_t held = -1;
+    for (int64_t unit = lo; unit < hi && !a->failed; unit++) { /* unit = (g, i) */
+        const int64_t g = unit / n, i = unit % n, s = r->run_of[i], row = r->runs[4 * s];
+        const int64_t length = r->runs[4 * s + 3];
+        attn_job l;
+        if (r->f16) {
+            if (s * a->kv + g != held) {
+                const uint16_t *kt = (const uint16_t *)(const void *)a->kt + row * a->kts[0] + g * a->kts[1];
+                const uint16_t *pv = (const uint16_t *)(const void *)a->pv + row * a->pvs[0] + g * a->pvs[1];
+                for (int64_t j = 0; j < length; j++) {
+                    widen(kt + j * a->kts[3], a->kts[2], a->d, scratch + j * a->d);
+                    widen(pv + j * a->pvs[2], a->pvs[3], a->dv, scratch + a->w * a->d + j * a->dv);
+                }
+                held = s * a->kv + g;
+            }
+            /* the head's offset (g kts[1]) is 0 in the scratch */
+            l = ragged_unit(r, i, scratch, kts16, scratch + a->w * a->d, pvs16);
+        } else {
+            l = ragged_unit(r, i, a->kt + row * a->kts[0], a->kts, a->pv + row * a->pvs[0], a->pvs);
+        }
+        const int64_t t = i - r->runs[4 * s + 1];
+        attn_rows(&l, g * l.t + t, g * l.t + t + 1);
+        if (l.failed) a->failed = 1;
+    }
+    free(scratch);
+}
+
+static double ragged_work(const void *ctx, int64_t unit) {
+    const ragged_job *r = (const ragged_job *)ctx;
+    const int64_t i = unit % r->a.t, *run = r->runs + 4 * r->run_of[i];
+    return (double)(run[3] + run[2]) + 4.0;
+}
+
+/* W + N zeros, then N -infinities (a token's bias row: a view of it); NULL when out of memory */
+float *vg_ragged_causal(int64_t w, int64_t n) {
+    float *causal = calloc((size_t)(w + 2 * n + 1), sizeof(float));
+    if (causal)
+        for (int64_t j = w + n; j < w + 2 * n; j++) causal[j] = -INFINITY;
+    return causal;
+}
+
+/* token -> run for runs that cover the n tokens in order (counts >= 0: an empty run is padding; rows < rows,
+ * lengths <= w); 0, or -2 where they do not */
+int vg_ragged_runs(const int64_t *runs, int64_t s, int64_t n, int64_t rows, int64_t w, int64_t *run_of) {
+    int64_t at = 0;
+    for (int64_t i = 0; i < s; i++) {
+        const int64_t *r = runs + 4 * i;
+        if (r[1] != at || r[2] < 0 || r[0] < 0 || r[0] >= rows || r[3] < 0 || r[3] > w || at + r[2] > n) return -2;
+        for (int64_t j = 0; j < r[2]; j++) run_of[at + j] = i;
+        at += r[2];
+    }
+    return at == n ? 0 : -2;
+}
+
+/* sizes: r (the windows' rows), h, kv, n (tokens), d, dv, w, s (runs); the strides as cached_attention's (q,
+ * k, v, kt, pv: 4 each); `f16`: the windows hold f16. Returns 0, -1 when out of memory, -2 for runs that do
+ * not cover the tokens in order (or name a row or length the windows do not hold). */
+int vg_ragged_attention(const int64_t *sizes, const float *q, const int64_t *qs, const float *k,
+                        const int64_t *ks, const float *v, const int64_t *vs, const void *kt, const int64_t *kts,
+                        const void *pv, const int64_t *pvs, const int64_t *runs, int f16, double scale,
+                        float *out, int threads) {
+    const int64_t n = sizes[3], w = sizes[6];
+    ragged_job r = {.a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = n, .d = sizes[4], .dv = sizes[5],
+                          .w = w, .q = q, .k = k, .v = v, .kt = (const float *)kt, .pv = (const float *)pv,
+                          .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .scale = scale, .out = out,
+                          .os = {0, n * sizes[5], sizes[5]}, .failed = 0},
+                    .runs = runs, .f16 = f16};
+    int64_t *run_of = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    float *causal = vg_ragged_causal(w, n);
+    int rc = run_of && causal ? vg_ragged_runs(runs, sizes[7], n, sizes[0], w, run_of) : -1;
+    if (rc == 0) {
+        r.run_of = run_of, r.causal = causal;
+        const int64_t units = r.a.kv * n;
+        if (threads <= 1 || units <= 1) {
+            vg_parallel_for(units, 1, threads, ragged_units, &r);
+        } else {
+            banded_job j = {.rows = ragged_units, .ctx = &r};
+            vg_parallel_for(bands_of(units, ragged_work, &r, threads, j.bounds), 1, threads, run_band, &j);
+        }
+        rc = r.a.failed ? -1 : 0;
+    }
+    free(run_of);
+    free(causal);
+    return rc;
 }

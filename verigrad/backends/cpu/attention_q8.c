@@ -40,7 +40,8 @@ typedef struct {
     const int64_t *qs, *ks, *vs, *pks, *pvs, *bs; /* element strides (4 each); bytes for pk, pv (3: batch,
                                                    * head, position; a row's bytes are contiguous); bias 3 */
     double scale;
-    float *out; /* contiguous [B, H, T, Dv] */
+    float *out;    /* [B, H, T, Dv], each row of Dv contiguous */
+    int64_t os[3]; /* its element strides (batch, head, token) */
     volatile int failed;
 } q8_job;
 
@@ -341,7 +342,7 @@ static void q8_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t hh = 0; hh < group; hh++) axpy_plain(s[hh * n + w + i], x, a->dv, acc + hh * a->dv);
         }
         for (int64_t hh = 0; hh < group; hh++) {
-            float *o = a->out + ((b * a->h + g * group + hh) * a->t + t) * a->dv;
+            float *o = a->out + b * a->os[0] + (g * group + hh) * a->os[1] + t * a->os[2];
             for (int64_t e = 0; e < a->dv; e++) o[e] = (float)acc[hh * a->dv + e];
         }
     }
@@ -357,7 +358,67 @@ int vg_cached_attention_q8(const int64_t *ints, const float *q, const float *k, 
     q8_job a = {.b = ints[0], .h = ints[1], .kv = ints[2], .t = ints[3], .d = ints[4], .dv = ints[5],
                 .w = ints[6], .q = q, .k = k, .v = v, .bias = bias, .pk = pk, .pv = pv, .qs = st,
                 .ks = st + 4, .vs = st + 8, .pks = st + 12, .pvs = st + 15, .bs = st + 18, .scale = scale,
-                .out = out, .failed = 0};
+                .out = out, .os = {ints[1] * ints[3] * ints[5], ints[3] * ints[5], ints[5]}, .failed = 0};
     vg_parallel_for(a.b * a.kv * a.t, 1, threads, q8_units, &a);
     return a.failed ? -1 : 0;
+}
+
+/* ragged_attention_q8 (ops/composite/attention_ragged.py): attention.c's ragged_attention over q8_0 windows.
+ * Token i = start + t of run (row, start, count, length) is unit (g, t) of q8_units on its sequence alone:
+ * b = 1, the row's first `length` positions, the run's tokens, a bias hiding their future (a view of
+ * `causal`, as attention.c's); cached_attention_q8 gives it the same bits with the wider window (the hidden
+ * positions skipped). Units (g, i), each computed by one thread in one order. */
+typedef struct {
+    q8_job a;            /* b = the windows' rows, t = N tokens, w = W; q, k, v [1, ...] */
+    const int64_t *runs; /* [S, 4] */
+    const int64_t *run_of;
+    const float *causal; /* W + N zeros, then N -infinities */
+} q8_ragged_job;
+
+static const int64_t Q8_ROW_BIAS[3] = {0, 0, 1};
+
+static void q8_ragged_units(void *ctx, int64_t lo, int64_t hi) {
+    q8_ragged_job *r = (q8_ragged_job *)ctx;
+    const q8_job *a = &r->a;
+    for (int64_t unit = lo; unit < hi; unit++) {
+        const int64_t g = unit / a->t, i = unit % a->t, *run = r->runs + 4 * r->run_of[i];
+        const int64_t start = run[1];
+        q8_job l = *a;
+        l.b = 1, l.t = run[2], l.w = run[3];
+        l.q = a->q + start * a->qs[2], l.k = a->k + start * a->ks[2], l.v = a->v + start * a->vs[2];
+        l.pk = a->pk + run[0] * a->pks[0], l.pv = a->pv + run[0] * a->pvs[0];
+        l.bias = r->causal + (a->w + a->t) - (run[3] + i - start + 1), l.bs = Q8_ROW_BIAS;
+        l.out = a->out + start * a->os[2];
+        l.failed = 0;
+        q8_units(&l, g * l.t + i - start, g * l.t + i - start + 1);
+        if (l.failed) r->a.failed = 1;
+    }
+}
+
+int vg_ragged_runs(const int64_t *runs, int64_t s, int64_t n, int64_t rows, int64_t w, int64_t *run_of);
+float *vg_ragged_causal(int64_t w, int64_t n);
+
+/* ints: r (the windows' rows), h, kv, n (tokens), d, dv, w, s (runs), then the strides (q 4, k 4, v 4, pk
+ * 3, pv 3); d and dv multiples of 32. Returns 0, -1 when out of memory, -2 for runs that do not cover the
+ * tokens in order (or name a row or length the windows do not hold). */
+int vg_ragged_attention_q8(const int64_t *ints, const float *q, const float *k, const float *v,
+                           const uint8_t *pk, const uint8_t *pv, const int64_t *runs, double scale, float *out,
+                           int threads) {
+    const int64_t *st = ints + 8, n = ints[3], w = ints[6];
+    q8_ragged_job r = {.a = {.b = ints[0], .h = ints[1], .kv = ints[2], .t = n, .d = ints[4], .dv = ints[5],
+                             .w = w, .q = q, .k = k, .v = v, .pk = pk, .pv = pv, .qs = st, .ks = st + 4,
+                             .vs = st + 8, .pks = st + 12, .pvs = st + 15, .scale = scale, .out = out,
+                             .os = {0, n * ints[5], ints[5]}, .failed = 0},
+                       .runs = runs};
+    int64_t *run_of = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    float *causal = vg_ragged_causal(w, n);
+    int rc = run_of && causal ? vg_ragged_runs(runs, ints[7], n, ints[0], w, run_of) : -1;
+    if (rc == 0) {
+        r.run_of = run_of, r.causal = causal;
+        vg_parallel_for(r.a.kv * n, 1, threads, q8_ragged_units, &r);
+        rc = r.a.failed ? -1 : 0;
+    }
+    free(run_of);
+    free(causal);
+    return rc;
 }

@@ -2,6 +2,7 @@
 
 from .attention import attention, attention_grad, attention_lse, cached_attention
 from .attention_q8 import cached_attention_q8
+from .attention_ragged import ragged_attention, ragged_attention_q8
 from .convolution import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding
