@@ -40,15 +40,22 @@ typedef struct {
 } fa_job;
 
 /* Whether the AVX-512 loops below may run (where the CPU has them); vg_attention_avx512(0) turns them off
- * for the tests, -1 only asks. Returns the setting before the call. */
-static int fa_avx512_enabled = 1;
+ * for the tests, -1 only asks. Returns the setting before the call. vg_attention_avx2 does the same for
+ * the AVX2 loops, and with them the AVX-512 ones (off: the plain loops alone). */
+static int fa_avx512_enabled = 1, fa_avx2_enabled = 1;
 int vg_attention_avx512(int flag) {
     const int was = fa_avx512_enabled;
     if (flag >= 0) fa_avx512_enabled = flag;
     return was;
 }
+int vg_attention_avx2(int flag) {
+    const int was = fa_avx2_enabled;
+    if (flag >= 0) fa_avx2_enabled = flag;
+    return was;
+}
 #if VG_X86
-static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
+static inline int fa_avx2(void) { return fa_avx2_enabled && vg_has_avx2_fma(); }
+static inline int fa_avx512(void) { return fa_avx512_enabled && fa_avx2() && vg_has_avx512(); }
 #endif
 
 /* out[r] = x . col r for r < n, col r = cols[i ld + r] (i < d: a transposed block, so that vector lanes
@@ -124,7 +131,7 @@ static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, 
         fa_dots_avx512(x, cols, ld, n, d, out);
         return;
     }
-    if (vg_has_avx2_fma()) {
+    if (fa_avx2()) {
         fa_dots_avx2(x, cols, ld, n, d, out);
         return;
     }
@@ -152,7 +159,7 @@ __attribute__((target("avx2,fma"))) static double fa_dot_avx2(const double *x, c
 /* x . y in fa_dots' order (one column) */
 static double fa_dot(const double *x, const double *y, int64_t d) {
 #if VG_X86
-    if (vg_has_avx2_fma()) return fa_dot_avx2(x, y, d);
+    if (fa_avx2()) return fa_dot_avx2(x, y, d);
 #endif
     double out;
     fa_dots_plain(x, y, 1, 1, d, &out);
@@ -163,7 +170,7 @@ static double fa_dot(const double *x, const double *y, int64_t d) {
  * knows so, 0 where it knows not, -1 to check here; false for NaN), else C's exp */
 static void fa_exps(double *x, int64_t n, double m, int nonpos) {
 #if VG_X86
-    int ok = vg_has_avx2_fma() && nonpos != 0;
+    int ok = fa_avx2() && nonpos != 0;
     if (ok && nonpos < 0 && fa_avx512())
         ok = fa_nonpos_avx512(x, n, m);
     else if (ok && nonpos < 0)
@@ -189,7 +196,7 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
         fa_axpys_avx512(c, rows, n, d, acc);
         return;
     }
-    if (d % 4 == 0 && vg_has_avx2_fma()) {
+    if (d % 4 == 0 && fa_avx2()) {
         fa_axpys_avx2(c, rows, n, d, acc);
         return;
     }
@@ -374,7 +381,7 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
         fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
-    if (d % 4 == 0 && vg_has_avx2_fma()) {
+    if (d % 4 == 0 && fa_avx2()) {
         fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
