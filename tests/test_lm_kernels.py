@@ -1,7 +1,7 @@
 """Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention_flash.c) and
-its AVX2 ones give the bits of its plain ones on every thread count, and on Intel's AVX-512 cores an nn.Linear's x @ W^T of
-a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
-product still takes the dot products."""
+its AVX2 ones give the bits of its plain ones on every thread count, and on Intel's AVX-512 cores an
+nn.Linear's x @ W^T of a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost
+there), while a short product still takes the dot products."""
 
 from __future__ import annotations
 
