@@ -27,6 +27,7 @@
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
 #define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block (at most) */
+#define FA_AHEAD 8 /* rows fa_load fetches ahead */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -219,15 +220,24 @@ static void fa_dots4(const double *x, int64_t xs, const double *cols, int64_t ld
     for (int64_t q = 0; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
 }
 
-/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 (the same bits) */
+/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 (the same bits); with
+ * sums (else NULL), also sums[q] = sums[q] + c[q cs + r] for r < n in r order */
 static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d, double *acc,
-                      int64_t as, int64_t nq) {
+                      int64_t as, int64_t nq, double *sums) {
 #if VG_X86
     if (nq == 4 && d % 4 == 0 && fa_avx512()) {
-        fa_axpys4_avx512(c, cs, rows, n, d, acc, as);
+        fa_axpys4_avx512(c, cs, rows, n, d, acc, as, sums);
         return;
     }
 #endif
+    if (sums && nq == 4) { /* four independent chains, in registers (c may alias sums) */
+        double l0 = sums[0], l1 = sums[1], l2 = sums[2], l3 = sums[3];
+        for (int64_t r = 0; r < n; r++)
+            l0 = l0 + c[r], l1 = l1 + c[cs + r], l2 = l2 + c[2 * cs + r], l3 = l3 + c[3 * cs + r];
+        sums[0] = l0, sums[1] = l1, sums[2] = l2, sums[3] = l3;
+    } else if (sums)
+        for (int64_t q = 0; q < nq; q++)
+            for (int64_t r = 0; r < n; r++) sums[q] = sums[q] + c[q * cs + r];
     for (int64_t q = 0; q < nq; q++) fa_axpys(c + q * cs, rows, n, d, acc + q * as);
 }
 
@@ -456,6 +466,8 @@ FA512 static int fa_load_avx512(const float *src, int64_t rs, int64_t n, int64_t
     for (int64_t r = 0; r < n; r++) {
         const float *x = src + r * rs;
         double *y = dst + r * d;
+        if (r + FA_AHEAD < n) /* rows of a head view lie far apart (a qkv projection's): fetched ahead */
+            for (int64_t e = 0; e < d; e += 16) _mm_prefetch((const char *)(x + FA_AHEAD * rs + e), _MM_HINT_T0);
         int64_t e = 0;
         for (; e + 8 <= d; e += 8) {
             const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + e));
@@ -592,17 +604,8 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
         if (m != -INFINITY) fa_exps(sq, n, m, isfinite(m) && isfinite(a->scale) ? 1 : -1);
         for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
-        double l0 = l_io[0], l1 = l_io[1], l2 = l_io[2], l3 = l_io[3];
-        for (int64_t j = 0; j < nmax; j++) {
-            l0 = l0 + s[j], l1 = l1 + s[FA_BLOCK + j];
-            l2 = l2 + s[2 * FA_BLOCK + j], l3 = l3 + s[3 * FA_BLOCK + j];
-        }
-        l_io[0] = l0, l_io[1] = l1, l_io[2] = l2, l_io[3] = l3;
-    } else
-        for (int64_t q = 0; q < nr; q++)
-            for (int64_t j = 0; j < nmax; j++) l_io[q] = l_io[q] + s[q * FA_BLOCK + j];
-    fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr);
+    /* the weighted sums of the values and each row's sum of weights, in j order */
+    fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr, l_io);
 }
 
 static void fa_units(void *ctx, int64_t lo, int64_t hi) {
@@ -720,10 +723,10 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                             const int nonpos = fa_shift(s + q * sn, n, hidden, a->scale, mrow + r0);
                             fa_exps(s + q * sn, n, 0.0, nonpos);
                         }
-                        fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
+                        fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk, NULL);
                         fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);
                         for (int64_t q = 0; q < nk; q++) fa_ds(ds + q * ks, s + q * sn, n, delta + r0, a->scale);
-                        fa_axpys4(ds, ks, qd + r0 * d, n, d, dk, as, nk);
+                        fa_axpys4(ds, ks, qd + r0 * d, n, d, dk, as, nk, NULL);
                     }
                 }
             for (int64_t j = j0; j < j0 + kb; j++) {
