@@ -14,10 +14,12 @@
  * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
  * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
  * one thread in one order (threads take units), so every thread count gives the same bits. The three
- * gradients come from one pass (attention_grad packs them per unit). On AVX-512 the forward takes four
- * query rows a block and the backward four keys a group of queries, so that each loaded key, value,
- * query or output-gradient vector serves four dot products or weighted sums (fa_dots4, fa_axpys4): each
- * sum in its own order as one row or key alone, so the same bits as the AVX2 and plain loops. */
+ * gradients come from one pass (attention_grad packs them per unit). The forward takes four query rows a
+ * block and the backward four keys a group of queries, so that each loaded key, value, query or
+ * output-gradient vector serves several dot products or weighted sums (fa_dots4, fa_axpys4: four rows on
+ * AVX-512, two or four on AVX2): each sum in its own order as one row or key alone, so the same bits as
+ * the plain loops. The AVX2 loops are in attention_flash_avx2.h, the AVX-512 ones in
+ * attention_flash_avx512.h. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -73,55 +75,7 @@ static void fa_dots_plain(const double *x, const double *cols, int64_t ld, int64
 }
 
 #if VG_X86
-/* fa_dots_plain four columns a vector (the last ones' lanes masked) */
-__attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *cols, int64_t ld,
-                                                         int64_t n, int64_t d, double *out) {
-    for (int64_t r = 0; r < n; r += 4) {
-        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - r), _mm256_set_epi64x(3, 2, 1, 0));
-        const double *c = cols + r;
-        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t i = 0;
-        for (; i + 4 <= d; i += 4) {
-            a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
-            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
-            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
-            a3 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 3), _mm256_maskload_pd(c + (i + 3) * ld, m), a3);
-        }
-        if (i < d) a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
-        if (i + 1 < d)
-            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
-        if (i + 2 < d)
-            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
-        _mm256_maskstore_pd(out + r, m, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
-    }
-}
-
-/* fa_axpys for d a multiple of 4 (the same bits): 16 columns at a time held in registers over all r */
-__attribute__((target("avx2,fma"))) static void fa_axpys_avx2(const double *c, const double *rows, int64_t n,
-                                                          int64_t d, double *acc) {
-    int64_t e = 0;
-    for (; e + 16 <= d; e += 16) {
-        __m256d a0 = _mm256_loadu_pd(acc + e), a1 = _mm256_loadu_pd(acc + e + 4);
-        __m256d a2 = _mm256_loadu_pd(acc + e + 8), a3 = _mm256_loadu_pd(acc + e + 12);
-        for (int64_t r = 0; r < n; r++) {
-            const double *y = rows + r * d + e;
-            const __m256d cr = _mm256_broadcast_sd(c + r);
-            a0 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y), a0);
-            a1 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 4), a1);
-            a2 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 8), a2);
-            a3 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 12), a3);
-        }
-        _mm256_storeu_pd(acc + e, a0), _mm256_storeu_pd(acc + e + 4, a1);
-        _mm256_storeu_pd(acc + e + 8, a2), _mm256_storeu_pd(acc + e + 12, a3);
-    }
-    for (; e < d; e += 4) {
-        __m256d a = _mm256_loadu_pd(acc + e);
-        for (int64_t r = 0; r < n; r++)
-            a = _mm256_fmadd_pd(_mm256_broadcast_sd(c + r), _mm256_loadu_pd(rows + r * d + e), a);
-        _mm256_storeu_pd(acc + e, a);
-    }
-}
-
+#include "attention_flash_avx2.h"
 #include "attention_flash_avx512.h"
 
 #endif
@@ -208,20 +162,24 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
     }
 }
 
-/* out[q os + r] = fa_dots(x + q xs, cols, ..) for q < nq: four at a time on AVX-512 (the same bits) */
+/* out[q os + r] = fa_dots(x + q xs, cols, ..) for q < nq: four at a time on AVX-512, two on AVX2 (the
+ * same bits) */
 static void fa_dots4(const double *x, int64_t xs, const double *cols, int64_t ld, int64_t n, int64_t d,
                      double *out, int64_t os, int64_t nq) {
+    int64_t q = 0;
 #if VG_X86
     if (nq == 4 && fa_avx512()) {
         fa_dots4_avx512(x, xs, cols, ld, n, d, out, os);
         return;
     }
+    if (fa_avx2())
+        for (; q + 2 <= nq; q += 2) fa_dots2_avx2(x + q * xs, xs, cols, ld, n, d, out + q * os, os);
 #endif
-    for (int64_t q = 0; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
+    for (; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
 }
 
-/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 (the same bits); with
- * sums (else NULL), also sums[q] = sums[q] + c[q cs + r] for r < n in r order */
+/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 and AVX2 (the same
+ * bits); with sums (else NULL), also sums[q] = sums[q] + c[q cs + r] for r < n in r order */
 static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d, double *acc,
                       int64_t as, int64_t nq, double *sums) {
 #if VG_X86
@@ -238,6 +196,12 @@ static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n
     } else if (sums)
         for (int64_t q = 0; q < nq; q++)
             for (int64_t r = 0; r < n; r++) sums[q] = sums[q] + c[q * cs + r];
+#if VG_X86
+    if (nq == 4 && d % 4 == 0 && fa_avx2()) {
+        fa_axpys4_avx2(c, cs, rows, n, d, acc, as);
+        return;
+    }
+#endif
     for (int64_t q = 0; q < nq; q++) fa_axpys(c + q * cs, rows, n, d, acc + q * as);
 }
 
@@ -428,6 +392,21 @@ FA512 static int fa_shift_avx512(double *s, int64_t n, int64_t hidden, double sc
     }
     return fa_shift_from(s, i, n, hidden, scale, m) & ok;
 }
+/* fa_shift_avx512 four lanes a vector */
+__attribute__((target("avx2"))) static int fa_shift_avx2(double *s, int64_t n, int64_t hidden, double scale,
+                                                         const double *m) {
+    const __m256d sc = _mm256_set1_pd(scale), none = _mm256_set1_pd(-INFINITY);
+    __m256d bad = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m256d seen = _mm256_castsi256_pd(
+            _mm256_cmpgt_epi64(_mm256_set_epi64x(i + 3, i + 2, i + 1, i), _mm256_set1_epi64x(hidden - 1)));
+        const __m256d x = _mm256_sub_pd(_mm256_mul_pd(_mm256_loadu_pd(s + i), sc), _mm256_loadu_pd(m + i));
+        bad = _mm256_or_pd(bad, _mm256_andnot_pd(_mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LE_OQ), seen));
+        _mm256_storeu_pd(s + i, _mm256_blendv_pd(none, x, seen));
+    }
+    return fa_shift_from(s, i, n, hidden, scale, m) & (_mm256_movemask_pd(bad) == 0);
+}
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
     int64_t i = 0;
@@ -444,6 +423,7 @@ FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const dou
 static int fa_shift(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
 #if VG_X86
     if (fa_avx512()) return fa_shift_avx512(s, n, hidden, scale, m);
+    if (fa_avx2()) return fa_shift_avx2(s, n, hidden, scale, m);
 #endif
     return fa_shift_from(s, 0, n, hidden, scale, m);
 }
@@ -453,6 +433,10 @@ static void fa_ds(double *ds, const double *p, int64_t n, const double *delta, d
 #if VG_X86
     if (fa_avx512()) {
         fa_ds_avx512(ds, p, n, delta, scale);
+        return;
+    }
+    if (fa_avx2()) {
+        fa_ds_avx2(ds, p, n, delta, scale);
         return;
     }
 #endif
@@ -488,6 +472,7 @@ FA512 static int fa_load_avx512(const float *src, int64_t rs, int64_t n, int64_t
 static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t d, double *dst) {
 #if VG_X86
     if (es == 1 && fa_avx512()) return fa_load_avx512(src, rs, n, d, dst);
+    if (es == 1 && fa_avx2()) return fa_load_avx2(src, rs, n, d, dst);
 #endif
     int ok = 1;
     for (int64_t r = 0; r < n; r++)
@@ -549,6 +534,10 @@ static void fa_store(const double *src, int64_t n, double div, float *dst) {
         fa_store_avx512(src, n, div, dst);
         return;
     }
+    if (fa_avx2()) {
+        fa_store_avx2(src, n, div, dst);
+        return;
+    }
 #endif
     for (int64_t e = 0; e < n; e++) dst[e] = (float)(src[e] / div);
 }
@@ -586,6 +575,8 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
 #if VG_X86
         if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
             bm = fa_scale_max_avx512(sq, n, a->scale, bm);
+        else if (fa_avx2())
+            bm = fa_scale_max_avx2(sq, n, a->scale, bm);
         else
 #endif
             for (int64_t j = 0; j < n; j++) {
