@@ -220,40 +220,6 @@ static void fa_dq_block(const double *ds, int64_t js, const int64_t *first, int6
 }
 
 #if VG_X86
-/* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
-__attribute__((target("avx2,fma"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
-                                                             int64_t kb, const double *k, int64_t lo, int64_t n,
-                                                             int64_t d, double *dq) {
-    for (int64_t i = lo; i < n; i++) {
-        double *row = dq + i * d;
-        int64_t e = 0;
-        for (; e + 16 <= d; e += 16) {
-            __m256d a0 = _mm256_loadu_pd(row + e), a1 = _mm256_loadu_pd(row + e + 4);
-            __m256d a2 = _mm256_loadu_pd(row + e + 8), a3 = _mm256_loadu_pd(row + e + 12);
-            for (int64_t j = 0; j < kb; j++) {
-                if (i < first[j]) continue;
-                const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
-                const double *y = k + j * d + e;
-                a0 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y), a0);
-                a1 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 4), a1);
-                a2 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 8), a2);
-                a3 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 12), a3);
-            }
-            _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
-            _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
-        }
-        for (; e < d; e += 4) {
-            __m256d a = _mm256_loadu_pd(row + e);
-            for (int64_t j = 0; j < kb; j++)
-                if (i >= first[j])
-                    a = _mm256_fmadd_pd(_mm256_broadcast_sd(ds + j * js + i), _mm256_loadu_pd(k + j * d + e), a);
-            _mm256_storeu_pd(row + e, a);
-        }
-    }
-}
-#endif
-
-#if VG_X86
 /* fa_dq_block_avx2's sums, 32 then 8 columns of a row at a time */
 FA512F static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb,
                                      const double *k, int64_t lo, int64_t n, int64_t d, double *dq) {
@@ -356,7 +322,7 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
         return;
     }
     if (d % 4 == 0 && fa_avx2()) {
-        fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
+        fa_dq4_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
 #endif

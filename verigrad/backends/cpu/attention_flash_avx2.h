@@ -1,7 +1,8 @@
 /* attention_flash.c's AVX2 loops (x86 only; included once, by attention_flash.c, inside its VG_X86 guard
- * before the AVX-512 loops, which mirror them): the dot products over transposed blocks and the weighted
- * sums, one row at a time (fa_dots_avx2, fa_axpys_avx2) and two or four (fa_dots2_avx2, fa_axpys4_avx2:
- * each loaded vector serves several rows), each sum in the plain loops' order, so the same bits. */
+ * before the AVX-512 loops, which mirror them): the dot products over transposed blocks, the weighted sums
+ * and dq's updates, one row at a time (fa_dots_avx2, fa_axpys_avx2, fa_dq_block_avx2) and two or four
+ * (fa_dots2_avx2, fa_axpys4_avx2, fa_dq4_avx2: each loaded vector serves several rows), and the
+ * element-wise steps; each sum in the plain loops' order, so the same bits. */
 
 /* fa_dots_plain four columns a vector (the last ones' lanes masked) */
 __attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *cols, int64_t ld,
@@ -219,4 +220,69 @@ FA256 static double fa_scale_max_avx2(double *s, int64_t n, double scale, double
         if (s[j] > m) m = s[j];
     }
     return m;
+}
+
+/* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
+__attribute__((target("avx2,fma"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
+                                                             int64_t kb, const double *k, int64_t lo, int64_t n,
+                                                             int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        int64_t e = 0;
+        for (; e + 16 <= d; e += 16) {
+            __m256d a0 = _mm256_loadu_pd(row + e), a1 = _mm256_loadu_pd(row + e + 4);
+            __m256d a2 = _mm256_loadu_pd(row + e + 8), a3 = _mm256_loadu_pd(row + e + 12);
+            for (int64_t j = 0; j < kb; j++) {
+                if (i < first[j]) continue;
+                const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
+                const double *y = k + j * d + e;
+                a0 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y), a0);
+                a1 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 4), a1);
+                a2 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 8), a2);
+                a3 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 12), a3);
+            }
+            _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
+            _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
+        }
+        for (; e < d; e += 4) {
+            __m256d a = _mm256_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm256_fmadd_pd(_mm256_broadcast_sd(ds + j * js + i), _mm256_loadu_pd(k + j * d + e), a);
+            _mm256_storeu_pd(row + e, a);
+        }
+    }
+}
+
+/* fa_dq_block_avx2 for four rows i..i + 3 at a time where d is a multiple of 8 and every key of the block
+ * is seen by all four (i >= first[kb - 1]: first[] grows with j), the rest a row at a time: 8 columns of
+ * the four rows in registers, each loaded key vector serving four rows; each row's sums in j order, so
+ * the same bits */
+__attribute__((target("avx2,fma"))) static void fa_dq4_avx2(const double *ds, int64_t js, const int64_t *first,
+                                                        int64_t kb, const double *k, int64_t lo, int64_t n,
+                                                        int64_t d, double *dq) {
+    int64_t i = lo;
+    const int64_t all = first[kb - 1] > lo ? first[kb - 1] : lo; /* the first row that sees every key */
+    if (all > i || d % 8) {
+        const int64_t to = d % 8 ? n : all < n ? all : n;
+        fa_dq_block_avx2(ds, js, first, kb, k, i, to, d, dq);
+        i = to;
+    }
+    for (; i + 4 <= n; i += 4)
+        for (int64_t e = 0; e < d; e += 8) {
+            double *row = dq + i * d + e;
+            __m256d a[8];
+            for (int v = 0; v < 8; v++) a[v] = _mm256_loadu_pd(row + (v / 2) * d + (v % 2) * 4);
+            for (int64_t j = 0; j < kb; j++) {
+                const double *y = k + j * d + e, *c = ds + j * js + i;
+                const __m256d y0 = _mm256_loadu_pd(y), y1 = _mm256_loadu_pd(y + 4);
+                for (int q = 0; q < 4; q++) {
+                    const __m256d cq = _mm256_broadcast_sd(c + q);
+                    a[2 * q] = _mm256_fmadd_pd(cq, y0, a[2 * q]);
+                    a[2 * q + 1] = _mm256_fmadd_pd(cq, y1, a[2 * q + 1]);
+                }
+            }
+            for (int v = 0; v < 8; v++) _mm256_storeu_pd(row + (v / 2) * d + (v % 2) * 4, a[v]);
+        }
+    if (i < n) fa_dq_block_avx2(ds, js, first, kb, k, i, n, d, dq);
 }
