@@ -39,6 +39,7 @@ torch.compile's code generation).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import resource
@@ -327,7 +328,8 @@ def attention_layer(args: argparse.Namespace) -> None:
     T 256, head 64; q, k, v views of one qkv projection), one thread: verigrad's attention_lse and
     attention_grad kernels against PyTorch's scaled_dot_product_attention (its flash kernel), forward and
     forward + backward, calls alternating in one process; milliseconds of process CPU time (what other
-    processes take of the machine is not counted), minimum and median of each."""
+    processes take of the machine is not counted), minimum and median of each. On an AVX-512 machine also
+    verigrad's kernels with their AVX2 loops (the AVX-512 ones turned off)."""
     import torch
 
     import verigrad
@@ -369,6 +371,21 @@ def _attention_layer_of(args: argparse.Namespace, torch: Any, size: Size) -> Non
         "torch forward": torch_forward,
         "torch forward + backward": lambda: sdpa(tq, tk, tv, is_causal=True).backward(tg),
     }
+    if "avx512" in cpu.vector_paths():  # the AVX2 loops too (attention_flash.c's AVX-512 ones off)
+        switch = cpu.cpu.library.fn("vg_attention_avx512", [ctypes.c_int], restype=ctypes.c_int)
+
+        def on_avx2(call: Any) -> Any:
+            def run() -> None:
+                was = switch(0)
+                try:
+                    call()
+                finally:
+                    switch(was)
+
+            return run
+
+        calls["verigrad forward, AVX2"] = on_avx2(calls["verigrad forward"])
+        calls["verigrad backward, AVX2"] = on_avx2(calls["verigrad backward"])
     times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(args.repeats * 20):
         for name, call in calls.items():

@@ -1,7 +1,7 @@
-"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention_flash.c) give
-the bits of its AVX2 ones on every thread count, and on Intel's AVX-512 cores an nn.Linear's x @ W^T of
-a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
-product still takes the dot products."""
+"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention_flash.c) and
+its AVX2 ones give the bits of its plain ones on every thread count, and on Intel's AVX-512 cores an
+nn.Linear's x @ W^T of a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost
+there), while a short product still takes the dot products."""
 
 from __future__ import annotations
 
@@ -54,16 +54,29 @@ def attention_avx512(flag: int) -> int:
     return fn(flag)
 
 
-@needs_cc
-@pytest.mark.skipif(not has_avx512(), reason="no AVX-512 on this machine: one path")
-@pytest.mark.parametrize("sizes", ATTENTION_CASES)
-def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
+def attention_avx2(flag: int) -> int:
+    """Turns attention_flash.c's AVX2 loops, and with them its AVX-512 ones, on (1) or off (0: the plain
+    loops alone); returns the setting before."""
+    fn = cpu.cpu.library.fn("vg_attention_avx2", [ctypes.c_int], restype=ctypes.c_int)
+    return fn(flag)
+
+
+def attention_operands(sizes):
+    """q, k, v and g of one of ATTENTION_CASES."""
     b, h, kv, t, s, d, dv, spread = sizes
     rng = np.random.default_rng(3)
     q = rng.uniform(-2, 2, (b, h, t, d)).astype(np.float32) * np.float32(spread)
     k = rng.uniform(-2, 2, (b, kv, s, d)).astype(np.float32)
     v = rng.uniform(-2, 2, (b, kv, s, dv)).astype(np.float32)
     g = rng.uniform(-2, 2, (b, h, t, dv + 1)).astype(np.float32)
+    return q, k, v, g
+
+
+@needs_cc
+@pytest.mark.skipif(not has_avx512(), reason="no AVX-512 on this machine: one path")
+@pytest.mark.parametrize("sizes", ATTENTION_CASES)
+def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
+    q, k, v, g = attention_operands(sizes)
     was = attention_avx512(0)
     try:
         out = cpu.cpu.native(ops.attention_lse, vg.f32)(q, k, v, scale=None)
@@ -78,6 +91,29 @@ def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
     finally:
         vg.set_threads(1)
         attention_avx512(was)
+
+
+@needs_cc
+@pytest.mark.skipif(not (cpu.available() and "avx2" in cpu.vector_paths()), reason="no AVX2 here: one path")
+@pytest.mark.parametrize("sizes", ATTENTION_CASES)
+def test_attention_vector_loops_give_the_plain_loops_bits_on_every_thread_count(sizes):
+    """The plain loops (C's fma and exp, the paths of a machine without AVX2) and the fastest vector
+    loops give the same bits."""
+    q, k, v, g = attention_operands(sizes)
+    was = attention_avx2(0)
+    try:
+        out = cpu.cpu.native(ops.attention_lse, vg.f32)(q, k, v, scale=None)
+        cases = [(ops.attention_lse, (q, k, v)), (ops.attention_grad, (g, q, k, v, out))]
+        plain = [cpu.cpu.native(op, vg.f32)(*args, scale=None) for op, args in cases]
+        attention_avx2(1)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            for (op, args), want in zip(cases, plain):
+                got = cpu.cpu.native(op, vg.f32)(*args, scale=None)
+                np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{op.name}, {threads} threads")
+    finally:
+        vg.set_threads(1)
+        attention_avx2(was)
 
 
 @needs_cc

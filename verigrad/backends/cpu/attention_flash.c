@@ -14,10 +14,12 @@
  * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
  * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
  * one thread in one order (threads take units), so every thread count gives the same bits. The three
- * gradients come from one pass (attention_grad packs them per unit). On AVX-512 the forward takes four
- * query rows a block and the backward four keys a group of queries, so that each loaded key, value,
- * query or output-gradient vector serves four dot products or weighted sums (fa_dots4, fa_axpys4): each
- * sum in its own order as one row or key alone, so the same bits as the AVX2 and plain loops. */
+ * gradients come from one pass (attention_grad packs them per unit). The forward takes four query rows a
+ * block and the backward four keys a group of queries, so that each loaded key, value, query or
+ * output-gradient vector serves several dot products or weighted sums (fa_dots4, fa_axpys4: four rows on
+ * AVX-512, two or four on AVX2): each sum in its own order as one row or key alone, so the same bits as
+ * the plain loops. The AVX2 loops are in attention_flash_avx2.h, the AVX-512 ones in
+ * attention_flash_avx512.h. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
 #define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block (at most) */
+#define FA_AHEAD 8 /* rows fa_load fetches ahead */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -40,15 +43,22 @@ typedef struct {
 } fa_job;
 
 /* Whether the AVX-512 loops below may run (where the CPU has them); vg_attention_avx512(0) turns them off
- * for the tests, -1 only asks. Returns the setting before the call. */
-static int fa_avx512_enabled = 1;
+ * for the tests, -1 only asks. Returns the setting before the call. vg_attention_avx2 does the same for
+ * the AVX2 loops, and with them the AVX-512 ones (off: the plain loops alone). */
+static int fa_avx512_enabled = 1, fa_avx2_enabled = 1;
 int vg_attention_avx512(int flag) {
     const int was = fa_avx512_enabled;
     if (flag >= 0) fa_avx512_enabled = flag;
     return was;
 }
+int vg_attention_avx2(int flag) {
+    const int was = fa_avx2_enabled;
+    if (flag >= 0) fa_avx2_enabled = flag;
+    return was;
+}
 #if VG_X86
-static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
+static inline int fa_avx2(void) { return fa_avx2_enabled && vg_has_avx2_fma(); }
+static inline int fa_avx512(void) { return fa_avx512_enabled && fa_avx2() && vg_has_avx512(); }
 #endif
 
 /* out[r] = x . col r for r < n, col r = cols[i ld + r] (i < d: a transposed block, so that vector lanes
@@ -65,55 +75,7 @@ static void fa_dots_plain(const double *x, const double *cols, int64_t ld, int64
 }
 
 #if VG_X86
-/* fa_dots_plain four columns a vector (the last ones' lanes masked) */
-__attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *cols, int64_t ld,
-                                                         int64_t n, int64_t d, double *out) {
-    for (int64_t r = 0; r < n; r += 4) {
-        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - r), _mm256_set_epi64x(3, 2, 1, 0));
-        const double *c = cols + r;
-        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t i = 0;
-        for (; i + 4 <= d; i += 4) {
-            a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
-            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
-            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
-            a3 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 3), _mm256_maskload_pd(c + (i + 3) * ld, m), a3);
-        }
-        if (i < d) a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
-        if (i + 1 < d)
-            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
-        if (i + 2 < d)
-            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
-        _mm256_maskstore_pd(out + r, m, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
-    }
-}
-
-/* fa_axpys for d a multiple of 4 (the same bits): 16 columns at a time held in registers over all r */
-__attribute__((target("avx2,fma"))) static void fa_axpys_avx2(const double *c, const double *rows, int64_t n,
-                                                          int64_t d, double *acc) {
-    int64_t e = 0;
-    for (; e + 16 <= d; e += 16) {
-        __m256d a0 = _mm256_loadu_pd(acc + e), a1 = _mm256_loadu_pd(acc + e + 4);
-        __m256d a2 = _mm256_loadu_pd(acc + e + 8), a3 = _mm256_loadu_pd(acc + e + 12);
-        for (int64_t r = 0; r < n; r++) {
-            const double *y = rows + r * d + e;
-            const __m256d cr = _mm256_broadcast_sd(c + r);
-            a0 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y), a0);
-            a1 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 4), a1);
-            a2 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 8), a2);
-            a3 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 12), a3);
-        }
-        _mm256_storeu_pd(acc + e, a0), _mm256_storeu_pd(acc + e + 4, a1);
-        _mm256_storeu_pd(acc + e + 8, a2), _mm256_storeu_pd(acc + e + 12, a3);
-    }
-    for (; e < d; e += 4) {
-        __m256d a = _mm256_loadu_pd(acc + e);
-        for (int64_t r = 0; r < n; r++)
-            a = _mm256_fmadd_pd(_mm256_broadcast_sd(c + r), _mm256_loadu_pd(rows + r * d + e), a);
-        _mm256_storeu_pd(acc + e, a);
-    }
-}
-
+#include "attention_flash_avx2.h"
 #include "attention_flash_avx512.h"
 
 #endif
@@ -124,7 +86,7 @@ static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, 
         fa_dots_avx512(x, cols, ld, n, d, out);
         return;
     }
-    if (vg_has_avx2_fma()) {
+    if (fa_avx2()) {
         fa_dots_avx2(x, cols, ld, n, d, out);
         return;
     }
@@ -152,7 +114,7 @@ __attribute__((target("avx2,fma"))) static double fa_dot_avx2(const double *x, c
 /* x . y in fa_dots' order (one column) */
 static double fa_dot(const double *x, const double *y, int64_t d) {
 #if VG_X86
-    if (vg_has_avx2_fma()) return fa_dot_avx2(x, y, d);
+    if (fa_avx2()) return fa_dot_avx2(x, y, d);
 #endif
     double out;
     fa_dots_plain(x, y, 1, 1, d, &out);
@@ -163,7 +125,7 @@ static double fa_dot(const double *x, const double *y, int64_t d) {
  * knows so, 0 where it knows not, -1 to check here; false for NaN), else C's exp */
 static void fa_exps(double *x, int64_t n, double m, int nonpos) {
 #if VG_X86
-    int ok = vg_has_avx2_fma() && nonpos != 0;
+    int ok = fa_avx2() && nonpos != 0;
     if (ok && nonpos < 0 && fa_avx512())
         ok = fa_nonpos_avx512(x, n, m);
     else if (ok && nonpos < 0)
@@ -189,7 +151,7 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
         fa_axpys_avx512(c, rows, n, d, acc);
         return;
     }
-    if (d % 4 == 0 && vg_has_avx2_fma()) {
+    if (d % 4 == 0 && fa_avx2()) {
         fa_axpys_avx2(c, rows, n, d, acc);
         return;
     }
@@ -200,24 +162,43 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
     }
 }
 
-/* out[q os + r] = fa_dots(x + q xs, cols, ..) for q < nq: four at a time on AVX-512 (the same bits) */
+/* out[q os + r] = fa_dots(x + q xs, cols, ..) for q < nq: four at a time on AVX-512, two on AVX2 (the
+ * same bits) */
 static void fa_dots4(const double *x, int64_t xs, const double *cols, int64_t ld, int64_t n, int64_t d,
                      double *out, int64_t os, int64_t nq) {
+    int64_t q = 0;
 #if VG_X86
     if (nq == 4 && fa_avx512()) {
         fa_dots4_avx512(x, xs, cols, ld, n, d, out, os);
         return;
     }
+    if (fa_avx2())
+        for (; q + 2 <= nq; q += 2) fa_dots2_avx2(x + q * xs, xs, cols, ld, n, d, out + q * os, os);
 #endif
-    for (int64_t q = 0; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
+    for (; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
 }
 
-/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 (the same bits) */
+/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 and AVX2 (the same
+ * bits); with sums (else NULL), also sums[q] = sums[q] + c[q cs + r] for r < n in r order */
 static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d, double *acc,
-                      int64_t as, int64_t nq) {
+                      int64_t as, int64_t nq, double *sums) {
 #if VG_X86
     if (nq == 4 && d % 4 == 0 && fa_avx512()) {
-        fa_axpys4_avx512(c, cs, rows, n, d, acc, as);
+        fa_axpys4_avx512(c, cs, rows, n, d, acc, as, sums);
+        return;
+    }
+#endif
+    if (sums && nq == 4) { /* four independent chains, in registers (c may alias sums) */
+        double l0 = sums[0], l1 = sums[1], l2 = sums[2], l3 = sums[3];
+        for (int64_t r = 0; r < n; r++)
+            l0 = l0 + c[r], l1 = l1 + c[cs + r], l2 = l2 + c[2 * cs + r], l3 = l3 + c[3 * cs + r];
+        sums[0] = l0, sums[1] = l1, sums[2] = l2, sums[3] = l3;
+    } else if (sums)
+        for (int64_t q = 0; q < nq; q++)
+            for (int64_t r = 0; r < n; r++) sums[q] = sums[q] + c[q * cs + r];
+#if VG_X86
+    if (nq == 4 && d % 4 == 0 && fa_avx2()) {
+        fa_axpys4_avx2(c, cs, rows, n, d, acc, as);
         return;
     }
 #endif
@@ -237,40 +218,6 @@ static void fa_dq_block(const double *ds, int64_t js, const int64_t *first, int6
         }
     }
 }
-
-#if VG_X86
-/* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
-__attribute__((target("avx2,fma"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
-                                                             int64_t kb, const double *k, int64_t lo, int64_t n,
-                                                             int64_t d, double *dq) {
-    for (int64_t i = lo; i < n; i++) {
-        double *row = dq + i * d;
-        int64_t e = 0;
-        for (; e + 16 <= d; e += 16) {
-            __m256d a0 = _mm256_loadu_pd(row + e), a1 = _mm256_loadu_pd(row + e + 4);
-            __m256d a2 = _mm256_loadu_pd(row + e + 8), a3 = _mm256_loadu_pd(row + e + 12);
-            for (int64_t j = 0; j < kb; j++) {
-                if (i < first[j]) continue;
-                const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
-                const double *y = k + j * d + e;
-                a0 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y), a0);
-                a1 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 4), a1);
-                a2 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 8), a2);
-                a3 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 12), a3);
-            }
-            _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
-            _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
-        }
-        for (; e < d; e += 4) {
-            __m256d a = _mm256_loadu_pd(row + e);
-            for (int64_t j = 0; j < kb; j++)
-                if (i >= first[j])
-                    a = _mm256_fmadd_pd(_mm256_broadcast_sd(ds + j * js + i), _mm256_loadu_pd(k + j * d + e), a);
-            _mm256_storeu_pd(row + e, a);
-        }
-    }
-}
-#endif
 
 #if VG_X86
 /* fa_dq_block_avx2's sums, 32 then 8 columns of a row at a time */
@@ -374,8 +321,8 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
         fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
-    if (d % 4 == 0 && vg_has_avx2_fma()) {
-        fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
+    if (d % 4 == 0 && fa_avx2()) {
+        fa_dq4_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
 #endif
@@ -411,6 +358,21 @@ FA512 static int fa_shift_avx512(double *s, int64_t n, int64_t hidden, double sc
     }
     return fa_shift_from(s, i, n, hidden, scale, m) & ok;
 }
+/* fa_shift_avx512 four lanes a vector */
+__attribute__((target("avx2"))) static int fa_shift_avx2(double *s, int64_t n, int64_t hidden, double scale,
+                                                         const double *m) {
+    const __m256d sc = _mm256_set1_pd(scale), none = _mm256_set1_pd(-INFINITY);
+    __m256d bad = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m256d seen = _mm256_castsi256_pd(
+            _mm256_cmpgt_epi64(_mm256_set_epi64x(i + 3, i + 2, i + 1, i), _mm256_set1_epi64x(hidden - 1)));
+        const __m256d x = _mm256_sub_pd(_mm256_mul_pd(_mm256_loadu_pd(s + i), sc), _mm256_loadu_pd(m + i));
+        bad = _mm256_or_pd(bad, _mm256_andnot_pd(_mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_LE_OQ), seen));
+        _mm256_storeu_pd(s + i, _mm256_blendv_pd(none, x, seen));
+    }
+    return fa_shift_from(s, i, n, hidden, scale, m) & (_mm256_movemask_pd(bad) == 0);
+}
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
     int64_t i = 0;
@@ -427,6 +389,7 @@ FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const dou
 static int fa_shift(double *s, int64_t n, int64_t hidden, double scale, const double *m) {
 #if VG_X86
     if (fa_avx512()) return fa_shift_avx512(s, n, hidden, scale, m);
+    if (fa_avx2()) return fa_shift_avx2(s, n, hidden, scale, m);
 #endif
     return fa_shift_from(s, 0, n, hidden, scale, m);
 }
@@ -436,6 +399,10 @@ static void fa_ds(double *ds, const double *p, int64_t n, const double *delta, d
 #if VG_X86
     if (fa_avx512()) {
         fa_ds_avx512(ds, p, n, delta, scale);
+        return;
+    }
+    if (fa_avx2()) {
+        fa_ds_avx2(ds, p, n, delta, scale);
         return;
     }
 #endif
@@ -449,6 +416,8 @@ FA512 static int fa_load_avx512(const float *src, int64_t rs, int64_t n, int64_t
     for (int64_t r = 0; r < n; r++) {
         const float *x = src + r * rs;
         double *y = dst + r * d;
+        if (r + FA_AHEAD < n) /* rows of a head view lie far apart (a qkv projection's): fetched ahead */
+            for (int64_t e = 0; e < d; e += 16) _mm_prefetch((const char *)(x + FA_AHEAD * rs + e), _MM_HINT_T0);
         int64_t e = 0;
         for (; e + 8 <= d; e += 8) {
             const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + e));
@@ -469,6 +438,7 @@ FA512 static int fa_load_avx512(const float *src, int64_t rs, int64_t n, int64_t
 static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t d, double *dst) {
 #if VG_X86
     if (es == 1 && fa_avx512()) return fa_load_avx512(src, rs, n, d, dst);
+    if (es == 1 && fa_avx2()) return fa_load_avx2(src, rs, n, d, dst);
 #endif
     int ok = 1;
     for (int64_t r = 0; r < n; r++)
@@ -530,6 +500,10 @@ static void fa_store(const double *src, int64_t n, double div, float *dst) {
         fa_store_avx512(src, n, div, dst);
         return;
     }
+    if (fa_avx2()) {
+        fa_store_avx2(src, n, div, dst);
+        return;
+    }
 #endif
     for (int64_t e = 0; e < n; e++) dst[e] = (float)(src[e] / div);
 }
@@ -567,6 +541,8 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
 #if VG_X86
         if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
             bm = fa_scale_max_avx512(sq, n, a->scale, bm);
+        else if (fa_avx2())
+            bm = fa_scale_max_avx2(sq, n, a->scale, bm);
         else
 #endif
             for (int64_t j = 0; j < n; j++) {
@@ -585,17 +561,8 @@ static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const 
         if (m != -INFINITY) fa_exps(sq, n, m, isfinite(m) && isfinite(a->scale) ? 1 : -1);
         for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    if (nr == 4) { /* four independent sums, each in j order (in registers: s may alias l_io) */
-        double l0 = l_io[0], l1 = l_io[1], l2 = l_io[2], l3 = l_io[3];
-        for (int64_t j = 0; j < nmax; j++) {
-            l0 = l0 + s[j], l1 = l1 + s[FA_BLOCK + j];
-            l2 = l2 + s[2 * FA_BLOCK + j], l3 = l3 + s[3 * FA_BLOCK + j];
-        }
-        l_io[0] = l0, l_io[1] = l1, l_io[2] = l2, l_io[3] = l3;
-    } else
-        for (int64_t q = 0; q < nr; q++)
-            for (int64_t j = 0; j < nmax; j++) l_io[q] = l_io[q] + s[q * FA_BLOCK + j];
-    fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr);
+    /* the weighted sums of the values and each row's sum of weights, in j order */
+    fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr, l_io);
 }
 
 static void fa_units(void *ctx, int64_t lo, int64_t hi) {
@@ -713,10 +680,10 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                             const int nonpos = fa_shift(s + q * sn, n, hidden, a->scale, mrow + r0);
                             fa_exps(s + q * sn, n, 0.0, nonpos);
                         }
-                        fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
+                        fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk, NULL);
                         fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);
                         for (int64_t q = 0; q < nk; q++) fa_ds(ds + q * ks, s + q * sn, n, delta + r0, a->scale);
-                        fa_axpys4(ds, ks, qd + r0 * d, n, d, dk, as, nk);
+                        fa_axpys4(ds, ks, qd + r0 * d, n, d, dk, as, nk, NULL);
                     }
                 }
             for (int64_t j = j0; j < j0 + kb; j++) {

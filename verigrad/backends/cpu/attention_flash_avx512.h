@@ -233,11 +233,19 @@ FA512F static void fa_dots4_avx512(const double *x, int64_t xs, const double *co
 }
 
 /* fa_axpys_avx512 for four coefficient rows c + q cs and accumulators acc + q as (q < 4), d a multiple of
- * 4: each loaded row serves the four, each sum in r order as fa_axpys_avx512's, so the same bits */
+ * 4: each loaded row serves the four, each sum in r order as fa_axpys_avx512's, so the same bits. With
+ * sums (else NULL), also sums[q] = sums[q] + c[q cs + r] in r order, in the first columns' loop (the
+ * forward's sums of weights: four short chains of additions beside the multiply-adds, whose latency
+ * they hide) */
 FA512F static void fa_axpys4_avx512(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d,
-                                    double *acc, int64_t as) {
+                                    double *acc, int64_t as, double *sums) {
+    double l0 = sums ? sums[0] : 0.0, l1 = sums ? sums[1] : 0.0, l2 = sums ? sums[2] : 0.0;
+    double l3 = sums ? sums[3] : 0.0;
+    int sum = sums != NULL; /* in the first loop that runs */
+#define FA_SUMS(r)                                                                                          \
+    if (sum) l0 = l0 + c[r], l1 = l1 + c[cs + (r)], l2 = l2 + c[2 * cs + (r)], l3 = l3 + c[3 * cs + (r)]
     int64_t e = 0;
-    for (; e + 32 <= d; e += 32) {
+    for (; e + 32 <= d; e += 32, sum = 0) {
         __m512d a[16];
         for (int k = 0; k < 16; k++) a[k] = _mm512_loadu_pd(acc + (k / 4) * as + e + (k % 4) * 8);
         for (int64_t r = 0; r < n; r++) {
@@ -251,15 +259,17 @@ FA512F static void fa_axpys4_avx512(const double *c, int64_t cs, const double *r
                 a[4 * q + 2] = _mm512_fmadd_pd(cq, y2, a[4 * q + 2]);
                 a[4 * q + 3] = _mm512_fmadd_pd(cq, y3, a[4 * q + 3]);
             }
+            FA_SUMS(r);
         }
         for (int k = 0; k < 16; k++) _mm512_storeu_pd(acc + (k / 4) * as + e + (k % 4) * 8, a[k]);
     }
-    for (; e + 8 <= d; e += 8) {
+    for (; e + 8 <= d; e += 8, sum = 0) {
         __m512d a[4];
         for (int q = 0; q < 4; q++) a[q] = _mm512_loadu_pd(acc + q * as + e);
         for (int64_t r = 0; r < n; r++) {
             const __m512d y = _mm512_loadu_pd(rows + r * d + e);
             for (int q = 0; q < 4; q++) a[q] = _mm512_fmadd_pd(_mm512_set1_pd(c[q * cs + r]), y, a[q]);
+            FA_SUMS(r);
         }
         for (int q = 0; q < 4; q++) _mm512_storeu_pd(acc + q * as + e, a[q]);
     }
@@ -269,9 +279,12 @@ FA512F static void fa_axpys4_avx512(const double *c, int64_t cs, const double *r
         for (int64_t r = 0; r < n; r++) {
             const __m256d y = _mm256_loadu_pd(rows + r * d + e);
             for (int q = 0; q < 4; q++) a[q] = _mm256_fmadd_pd(_mm256_set1_pd(c[q * cs + r]), y, a[q]);
+            FA_SUMS(r);
         }
         for (int q = 0; q < 4; q++) _mm256_storeu_pd(acc + q * as + e, a[q]);
     }
+#undef FA_SUMS
+    if (sums) sums[0] = l0, sums[1] = l1, sums[2] = l2, sums[3] = l3;
 }
 
 /* whether x[j] - m <= 0 for every j < n (false for a NaN) */
