@@ -1,4 +1,5 @@
-/* The contiguous op: a strided view of rank <= 4 copied into a new C-contiguous array.
+/* The contiguous op: a strided view of rank <= 4 (vg_copy; rank 5: vg_copy_outer, below) copied into a new
+ * C-contiguous array.
  *
  * dims = {shape[0..3], stride[0..3]}: the view's shape padded in front with 1, and its strides in BYTES
  * (any sign, 0 on broadcast dimensions; padded with 0). Each element is copied as `itemsize` bytes
@@ -43,19 +44,51 @@ COPY(2)
 COPY(4)
 COPY(8)
 
+static vg_chunk_fn copy_fn(int64_t itemsize) {
+    switch (itemsize) {
+        case 1: return copy1_chunk;
+        case 2: return copy2_chunk;
+        case 4: return copy4_chunk;
+        case 8: return copy8_chunk;
+        default: return 0;
+    }
+}
+
 void vg_copy(const char *src, char *out, const int64_t *dims, int64_t itemsize, int64_t min_chunk,
              int threads) {
     vg_cargs p = {src, out, dims};
-    int64_t n = dims[0] * dims[1] * dims[2] * dims[3];
+    vg_chunk_fn fn = copy_fn(itemsize);
+    if (fn) vg_parallel_for(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, fn, &p);
+}
+
+/* A view of rank 5 as `outer` views of rank 4 (dims: the first's, as vg_copy takes them) `outer_stride`
+ * bytes apart: the flattened output chunked as one, each chunk cut at the views' bounds and copied as
+ * vg_copy copies (the bytes as they are: the chunks change no bit).
+ *
+ * vg_copy_outer(src, out, dims, outer, outer_stride, itemsize, min_chunk, threads) */
+typedef struct {
+    const char *src;
+    char *out;
+    const int64_t *dims;
+    int64_t inner, outer_stride, itemsize;
     vg_chunk_fn fn;
-    switch (itemsize) {
-        case 1: fn = copy1_chunk; break;
-        case 2: fn = copy2_chunk; break;
-        case 4: fn = copy4_chunk; break;
-        case 8: fn = copy8_chunk; break;
-        default: return;
+} vg_outer_args;
+
+static void copy_outer_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const vg_outer_args *p = (const vg_outer_args *)ctx;
+    for (int64_t o = lo / p->inner; o * p->inner < hi; o++) {
+        int64_t first = o * p->inner, a = lo > first ? lo - first : 0;
+        int64_t b = hi < first + p->inner ? hi - first : p->inner;
+        vg_cargs view = {p->src + o * p->outer_stride, p->out + first * p->itemsize, p->dims};
+        p->fn(&view, a, b);
     }
-    vg_parallel_for(n, min_chunk, threads, fn, &p);
+}
+
+void vg_copy_outer(const char *src, char *out, const int64_t *dims, int64_t outer, int64_t outer_stride,
+                   int64_t itemsize, int64_t min_chunk, int threads) {
+    vg_outer_args p = {src, out, dims, dims[0] * dims[1] * dims[2] * dims[3], outer_stride, itemsize,
+                       copy_fn(itemsize)};
+    if (p.fn && p.inner > 0) vg_parallel_for(outer * p.inner, min_chunk, threads, copy_outer_chunk, &p);
 }
 
 /* take_grad along an axis: out[o, idx[i], q] += g[o, i, q] into zeros, g [outer, n, inner] and out

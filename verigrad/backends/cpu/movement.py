@@ -1,4 +1,4 @@
-"""Movement kernels: `contiguous` copies a strided view of rank at most 4 and item size 1, 2, 4 or 8 (any
+"""Movement kernels: `contiguous` copies a strided view of rank at most 5 and item size 1, 2, 4 or 8 (any
 strides: negative, zero) byte for byte into a new C-contiguous array, chunked over the flattened output;
 a C-contiguous input is returned itself, as the reference does. `broadcast_to` makes the reference's view
 (zero strides on the broadcast dimensions, read-only) of a C-contiguous array from strides remembered
@@ -25,9 +25,10 @@ MOVEMENT = ("contiguous", "broadcast_to", "take_grad")
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+_COPY_OUTER_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_int]
 
 
-def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+def _contiguous(fn: Any, outer_fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray) -> np.ndarray:
@@ -35,12 +36,16 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
             return reference(x)
         if x.flags.c_contiguous:
             return x
-        if x.ndim > 4 or x.itemsize not in COPY_ITEMSIZES or x.dtype.hasobject:
+        if x.ndim > 5 or x.itemsize not in COPY_ITEMSIZES or x.dtype.hasobject:
             return reference(x)
         out = np.empty(x.shape, x.dtype)
         if out.size == 0:
             return out
-        fn(ptr(x), ptr(out), _ffi.copy_dims(x), x.itemsize, chunk(), backend.threads)
+        if x.ndim == 5:  # x[0]'s copy, for each index of the first axis (split over the threads as one)
+            dims = _ffi.copy_dims(x[0])
+            outer_fn(ptr(x), ptr(out), dims, x.shape[0], x.strides[0], x.itemsize, chunk(), backend.threads)
+        else:
+            fn(ptr(x), ptr(out), _ffi.copy_dims(x), x.itemsize, chunk(), backend.threads)
         return out
 
     return never_warns(kernel)
@@ -111,5 +116,11 @@ def register(backend: Any, lib: Library) -> None:
         backend.register("take_grad", _take_grad(fn, dtype, REGISTRY["take_grad"].reference, lib.ptr), name)
     backend.register(
         "contiguous",
-        _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY["contiguous"].reference, backend, lib.ptr),
+        _contiguous(
+            lib.fn("vg_copy", _COPY_ARGS),
+            lib.fn("vg_copy_outer", _COPY_OUTER_ARGS),
+            REGISTRY["contiguous"].reference,
+            backend,
+            lib.ptr,
+        ),
     )
