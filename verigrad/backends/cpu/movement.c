@@ -94,22 +94,47 @@ void vg_copy_outer(const char *src, char *out, const int64_t *dims, int64_t oute
 /* take_grad along an axis: out[o, idx[i], q] += g[o, i, q] into zeros, g [outer, n, inner] and out
  * [outer, size, inner] C-contiguous, each element's additions made in the order of i, as np.add.at (the
  * reference) makes them: the same bits. A negative index counts from the end; returns 1, with out
- * untouched, where one is out of range (the reference raises), else 0. One thread: the rows an index
- * names may be any. */
+ * untouched, where one is out of range (the reference raises), else 0. The threads split the columns q
+ * (blocks of TAKE_GRAD_BLOCK, a cache line of f32): the rows an index names may be any, and each column's
+ * additions stay in the order of i. */
+#define TAKE_GRAD_BLOCK 16
+
+typedef struct {
+    const void *g;
+    const int64_t *idx;
+    void *out;
+    int64_t outer, n, size, inner;
+} vg_take_grad_args;
+
 #define TAKE_GRAD(NAME, T)                                                                     \
-    int NAME(const T *g, const int64_t *idx, T *out, int64_t outer, int64_t n, int64_t size,  \
-             int64_t inner) {                                                                 \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            if (idx[i] < -size || idx[i] >= size) return 1;                                   \
-        memset(out, 0, (size_t)(outer * size * inner) * sizeof(T));                           \
-        for (int64_t o = 0; o < outer; o++)                                                   \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                const int64_t r = idx[i] < 0 ? idx[i] + size : idx[i];                        \
-                T *to = out + (o * size + r) * inner;                                         \
-                const T *from = g + (o * n + i) * inner;                                      \
-                for (int64_t q = 0; q < inner; q++) to[q] += from[q];                         \
-            }                                                                                 \
-        return 0;                                                                             \
+    static void NAME##_chunk(void *ctx, int64_t lo, int64_t hi) {                              \
+        const vg_take_grad_args *p = (const vg_take_grad_args *)ctx;                           \
+        const int64_t n = p->n, size = p->size, inner = p->inner, *idx = p->idx;               \
+        const int64_t q0 = lo * TAKE_GRAD_BLOCK, end = hi * TAKE_GRAD_BLOCK;                   \
+        const int64_t q1 = end < inner ? end : inner;                                          \
+        const T *g = (const T *)p->g;                                                          \
+        T *out = (T *)p->out;                                                                  \
+        for (int64_t row = 0; row < p->outer * size; row++)                                    \
+            memset(out + row * inner + q0, 0, (size_t)(q1 - q0) * sizeof(T));                  \
+        for (int64_t o = 0; o < p->outer; o++)                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                const int64_t r = idx[i] < 0 ? idx[i] + size : idx[i];                         \
+                T *to = out + (o * size + r) * inner;                                          \
+                const T *from = g + (o * n + i) * inner;                                       \
+                for (int64_t q = q0; q < q1; q++) to[q] += from[q];                            \
+            }                                                                                  \
+    }                                                                                          \
+    int NAME(const T *g, const int64_t *idx, T *out, int64_t outer, int64_t n, int64_t size,   \
+             int64_t inner, int64_t min_chunk, int threads) {                                  \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            if (idx[i] < -size || idx[i] >= size) return 1;                                    \
+        vg_take_grad_args p = {g, idx, out, outer, n, size, inner};                            \
+        int64_t block_work = outer * (size + n) * TAKE_GRAD_BLOCK;                             \
+        int64_t blocks = (inner + TAKE_GRAD_BLOCK - 1) / TAKE_GRAD_BLOCK;                      \
+        if (block_work > 0)                                                                    \
+            vg_parallel_for(blocks, (min_chunk + block_work - 1) / block_work, threads,        \
+                            NAME##_chunk, &p);                                                 \
+        return 0;                                                                              \
     }
 TAKE_GRAD(vg_take_grad_f32, float)
 TAKE_GRAD(vg_take_grad_f64, double)
