@@ -2,7 +2,9 @@
 thread, in thread CPU time (another process's load adds none): each plan call inside a run of the step
 (its operands as the step leaves them, cold or hot), split into the pool's chunks and the rest (Python,
 and C outside the chunks: allocation, NumPy copies, a product's packing), beside the same call repeated
-alone on its operands (hot: what `lm_train.py --kernels` sums). Summed by op, medians of `--repeats` runs.
+alone on its operands (hot: what `lm_train.py --kernels` sums). Summed by op, medians of `--repeats` runs;
+`--calls N` lists the N calls with the most time outside the chunks (serial on any thread count), with
+their operands' shapes.
 
 `--again` times, in other runs of the step, each call twice in a row: as the step makes it, then at once
 again on the same operands (those it writes into copied first, untimed). The second call finds its
@@ -16,6 +18,7 @@ place of the GPT's: its plan's loop, which it runs before it replays.
     python benchmarks/lm_step_outside.py --repeats 7
     python benchmarks/lm_step_outside.py --repeats 7 --again
     python benchmarks/lm_step_outside.py --repeats 7 --again --decode 1
+    python benchmarks/lm_step_outside.py --repeats 7 --calls 12
 """
 
 from __future__ import annotations
@@ -150,6 +153,9 @@ def main() -> None:
     parser.add_argument(
         "--decode", type=int, metavar="B", help="with --again: SmolLM2's decode step of B rows"
     )
+    parser.add_argument(
+        "--calls", type=int, default=0, help="list the N calls with the most time outside chunks"
+    )
     args = parser.parse_args()
     from verigrad.backends import cpu
 
@@ -202,6 +208,19 @@ def main() -> None:
         f"whole compiled step: {statistics.median(whole) * 1e3:.1f} ms (the calls, and the plan's loop), "
         f"minor page faults {faults}"
     )
+    if args.calls:
+        serial_calls(plan, runs, args.calls)
+
+
+def serial_calls(plan: Any, runs: list[list[tuple[float, float]]], count: int) -> None:
+    """The `count` calls of the plan with the most median time outside the pool's chunks."""
+    rest = [(statistics.median(run[k][1] for run in runs), k) for k in range(len(plan.calls))]
+    print(f"\n{'call':>5s} {'op':26s} {'rest ms':>8s} {'chunks':>7s}  operands")
+    for took, k in sorted(rest, reverse=True)[:count]:
+        _, ins, _ = plan._loop[k]
+        shapes = " ".join(str(plan.specs[i].shape) for i in ins if i < len(plan.specs))
+        chunks = statistics.median(run[k][0] for run in runs)
+        print(f"{k:5d} {plan.calls[k].op.name:26s} {took * 1e3:8.3f} {chunks * 1e3:7.3f}  {shapes}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def _copy_source(np_dtype: type, shape: tuple, seed: int) -> np.ndarray:
 
 
 def _views(x: np.ndarray) -> list[np.ndarray]:
-    """Non-contiguous views of a rank-4 array, ranks 1 to 4."""
+    """Non-contiguous views of a rank-4 array, ranks 1 to 5."""
     return [
         x.transpose(3, 2, 1, 0),
         x.transpose(0, 2, 1, 3),
@@ -49,6 +49,11 @@ def _views(x: np.ndarray) -> list[np.ndarray]:
         np.broadcast_to(x[0, 0, 0, ::-2], (2, 3, 4, 3)),
         np.broadcast_to(x[0, 0, 0, 0], (5, 7)),
         np.broadcast_to(x[:, 0, 0, 0][:, None, None, None], (3, 2, 1, 4)),
+        # rank 5: x[0]'s copy for each index of the first axis (vg_copy_outer)
+        x.reshape(3, 2, 2, 5, 6).transpose(3, 0, 2, 1, 4),
+        x.reshape(3, 4, 5, 3, 2)[::-1, :, ::2, :, ::-1],
+        np.broadcast_to(x[:, None, :1, ::2, ::-3], (3, 2, 1, 3, 2)),
+        x.reshape(3, 4, 5, 3, 2)[:, :, :0],  # size 0
     ]
 
 
@@ -61,7 +66,7 @@ def test_contiguous_copies_any_view_with_the_reference_bits(np_dtype, small_chun
     x = _copy_source(np_dtype, (3, 4, 5, 6), seed=np.dtype(np_dtype).itemsize)
     views = _views(x)
     assert any(v.size == 0 for v in views) and any(0 in v.strides for v in views)
-    assert any(s < 0 for v in views for s in v.strides) and {v.ndim for v in views} == {1, 2, 3, 4}
+    assert any(s < 0 for v in views for s in v.strides) and {v.ndim for v in views} == {1, 2, 3, 4, 5}
     for view in views:
         assert not view.flags.c_contiguous or view.size == 0  # NumPy calls every empty array contiguous
         expected = reference(view)
@@ -96,7 +101,10 @@ def test_contiguous_large_views_split_over_threads():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((300, 257)).astype(np.float32)
     try:
-        for view in [x.T, x[::-1, ::3], np.broadcast_to(x[:, :1], (300, 257)).T]:
+        # the last: a GPT's q/k/v gradients (batch, heads, 3, tokens, head width) as (batch, tokens, 3, heads,
+        # head width), each thread's chunk starting and ending inside a batch item
+        qkv = x.reshape(-1)[: 5 * 4 * 3 * 20 * 32].reshape(5, 4, 3, 20, 32).transpose(0, 3, 2, 1, 4)
+        for view in [x.T, x[::-1, ::3], np.broadcast_to(x[:, :1], (300, 257)).T, qkv]:
             results = []
             for threads in (1, 2, 3):
                 verigrad.set_threads(threads)
@@ -114,7 +122,7 @@ def test_contiguous_large_views_split_over_threads():
 def test_contiguous_falls_back_for_other_ranks_item_sizes_and_types(small_chunks):
     kernel = cpu.cpu.native(REGISTRY["contiguous"], verigrad.f32)
     verigrad.set_threads(2)
-    deep = np.arange(2 * 3 * 2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2, 3, 2).transpose(4, 3, 2, 1, 0)
+    deep = np.arange(144, dtype=np.float32).reshape(2, 3, 2, 3, 2, 2).transpose(5, 4, 3, 2, 1, 0)  # rank 6
     wide = (np.arange(12) + 1j * np.arange(12)).reshape(3, 4).T  # item size 16
     objects = np.array([[1, "a"], [None, 2.5]], dtype=object).T  # item size 8, but references
     triples = np.zeros((4, 5), dtype="V3")[:, ::2]  # item size 3

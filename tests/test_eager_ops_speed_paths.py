@@ -127,18 +127,28 @@ def _take_grad_cases(dtype) -> list[tuple[np.ndarray, np.ndarray, int, int]]:
         (g3.transpose(2, 0, 1).copy(), rng.integers(0, 9, 40), 2, 9),
         (g3[:, :0], np.zeros(0, np.int64), 1, 4),
         (rng.standard_normal((4, 32, 64)).astype(dtype), rng.integers(0, 256, (4, 32)), 0, 256),
+        (g3.reshape(2, 60, 5).repeat(9, axis=2), rng.integers(0, 7, 60), 1, 7),  # 45 columns: 3 blocks
     ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_take_grad_kernel_gives_np_add_at_bits(dtype):
+def test_take_grad_kernel_gives_np_add_at_bits(dtype, small_chunks):
     """take_grad in C (each element's additions in the order of idx) against its reference, np.add.at, bit
-    for bit; an index out of range raises the reference's error."""
+    for bit, on 1 to 3 threads (which split the columns); an index out of range raises the reference's
+    error."""
     kernel = cpu.cpu.native(REGISTRY["take_grad"], verigrad.dtypes.from_numpy_dtype(np.dtype(dtype)))
     reference = REGISTRY["take_grad"].reference
     for g, idx, axis, size in _take_grad_cases(dtype):
-        got, want = kernel(g, idx, axis, size), reference(g, idx, axis, size)
-        assert got.shape == want.shape and got.tobytes() == want.tobytes(), (g.shape, idx.shape, axis)
+        want = reference(g, idx, axis, size)
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            cpu.chunks_run()
+            with cpu.static_schedule():  # chunk k on thread k
+                got = kernel(g, idx, axis, size)
+            assert got.shape == want.shape and got.tobytes() == want.tobytes(), (g.shape, axis, threads)
+            if threads > 1 and np.prod(g.shape[axis + idx.ndim :]) > 16:  # several blocks of columns: split
+                assert sum(c > 0 for c in cpu.chunks_run()) > 1, (g.shape, threads)
+    verigrad.set_threads(1)
     g = np.ones((3, 2), dtype)
     for bad in (np.array([0, 3, 1]), np.array([0, -4, 1])):
         with pytest.raises(IndexError) as ours:

@@ -160,7 +160,15 @@ def layouts(rng, m: int, k: int, n: int):
 @needs_packed
 @pytest.mark.parametrize(
     "shape",
-    [(37, 300, 190), (130, 460, 37), (1030, 40, 200), (33, 129, 700), (64, 1100, 48), (200, 64, 1088)],
+    [
+        (37, 300, 190),
+        (130, 460, 37),
+        (1030, 40, 200),
+        (33, 129, 700),
+        (64, 1100, 48),
+        (200, 64, 1088),
+        (600, 70, 384),
+    ],
 )
 def test_packed_products_are_one_fma_chain_in_increasing_k(shape):
     """matmul_packed.c's products are, element for element, one f32 FMA chain in increasing k, on 1, 2

@@ -122,7 +122,7 @@ def _merged(x: np.ndarray) -> np.ndarray:
 
 def _reshape_copying(backend: Backend, out: Spec, specs: tuple[Spec, ...], params: dict) -> Callable | None:
     """`reshape` that copies (a permuted view, say) through the backend's `contiguous` kernel, after
-    merging the view's axes (its C copy takes up to 4 axes): the same elements, in a new C-contiguous
+    merging the view's axes (its C copy takes up to 5 axes): the same elements, in a new C-contiguous
     array, as np.reshape's copy; a view where np.reshape gives one."""
     contiguous = backend.native(ops.contiguous, out.dtype)
     if contiguous is None or not _RESHAPE_NO_COPY:

@@ -1,4 +1,5 @@
-/* The contiguous op: a strided view of rank <= 4 copied into a new C-contiguous array.
+/* The contiguous op: a strided view of rank <= 4 (vg_copy; rank 5: vg_copy_outer, below) copied into a new
+ * C-contiguous array.
  *
  * dims = {shape[0..3], stride[0..3]}: the view's shape padded in front with 1, and its strides in BYTES
  * (any sign, 0 on broadcast dimensions; padded with 0). Each element is copied as `itemsize` bytes
@@ -43,40 +44,97 @@ COPY(2)
 COPY(4)
 COPY(8)
 
+static vg_chunk_fn copy_fn(int64_t itemsize) {
+    switch (itemsize) {
+        case 1: return copy1_chunk;
+        case 2: return copy2_chunk;
+        case 4: return copy4_chunk;
+        case 8: return copy8_chunk;
+        default: return 0;
+    }
+}
+
 void vg_copy(const char *src, char *out, const int64_t *dims, int64_t itemsize, int64_t min_chunk,
              int threads) {
     vg_cargs p = {src, out, dims};
-    int64_t n = dims[0] * dims[1] * dims[2] * dims[3];
+    vg_chunk_fn fn = copy_fn(itemsize);
+    if (fn) vg_parallel_for(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, fn, &p);
+}
+
+/* A view of rank 5 as `outer` views of rank 4 (dims: the first's, as vg_copy takes them) `outer_stride`
+ * bytes apart: the flattened output chunked as one, each chunk cut at the views' bounds and copied as
+ * vg_copy copies (the bytes as they are: the chunks change no bit).
+ *
+ * vg_copy_outer(src, out, dims, outer, outer_stride, itemsize, min_chunk, threads) */
+typedef struct {
+    const char *src;
+    char *out;
+    const int64_t *dims;
+    int64_t inner, outer_stride, itemsize;
     vg_chunk_fn fn;
-    switch (itemsize) {
-        case 1: fn = copy1_chunk; break;
-        case 2: fn = copy2_chunk; break;
-        case 4: fn = copy4_chunk; break;
-        case 8: fn = copy8_chunk; break;
-        default: return;
+} vg_outer_args;
+
+static void copy_outer_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const vg_outer_args *p = (const vg_outer_args *)ctx;
+    for (int64_t o = lo / p->inner; o * p->inner < hi; o++) {
+        int64_t first = o * p->inner, a = lo > first ? lo - first : 0;
+        int64_t b = hi < first + p->inner ? hi - first : p->inner;
+        vg_cargs view = {p->src + o * p->outer_stride, p->out + first * p->itemsize, p->dims};
+        p->fn(&view, a, b);
     }
-    vg_parallel_for(n, min_chunk, threads, fn, &p);
+}
+
+void vg_copy_outer(const char *src, char *out, const int64_t *dims, int64_t outer, int64_t outer_stride,
+                   int64_t itemsize, int64_t min_chunk, int threads) {
+    vg_outer_args p = {src, out, dims, dims[0] * dims[1] * dims[2] * dims[3], outer_stride, itemsize,
+                       copy_fn(itemsize)};
+    if (p.fn && p.inner > 0) vg_parallel_for(outer * p.inner, min_chunk, threads, copy_outer_chunk, &p);
 }
 
 /* take_grad along an axis: out[o, idx[i], q] += g[o, i, q] into zeros, g [outer, n, inner] and out
  * [outer, size, inner] C-contiguous, each element's additions made in the order of i, as np.add.at (the
  * reference) makes them: the same bits. A negative index counts from the end; returns 1, with out
- * untouched, where one is out of range (the reference raises), else 0. One thread: the rows an index
- * names may be any. */
+ * untouched, where one is out of range (the reference raises), else 0. The threads split the columns q
+ * (blocks of TAKE_GRAD_BLOCK, a cache line of f32): the rows an index names may be any, and each column's
+ * additions stay in the order of i. */
+#define TAKE_GRAD_BLOCK 16
+
+typedef struct {
+    const void *g;
+    const int64_t *idx;
+    void *out;
+    int64_t outer, n, size, inner;
+} vg_take_grad_args;
+
 #define TAKE_GRAD(NAME, T)                                                                     \
-    int NAME(const T *g, const int64_t *idx, T *out, int64_t outer, int64_t n, int64_t size,  \
-             int64_t inner) {                                                                 \
-        for (int64_t i = 0; i < n; i++)                                                       \
-            if (idx[i] < -size || idx[i] >= size) return 1;                                   \
-        memset(out, 0, (size_t)(outer * size * inner) * sizeof(T));                           \
-        for (int64_t o = 0; o < outer; o++)                                                   \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                const int64_t r = idx[i] < 0 ? idx[i] + size : idx[i];                        \
-                T *to = out + (o * size + r) * inner;                                         \
-                const T *from = g + (o * n + i) * inner;                                      \
-                for (int64_t q = 0; q < inner; q++) to[q] += from[q];                         \
-            }                                                                                 \
-        return 0;                                                                             \
+    static void NAME##_chunk(void *ctx, int64_t lo, int64_t hi) {                              \
+        const vg_take_grad_args *p = (const vg_take_grad_args *)ctx;                           \
+        const int64_t n = p->n, size = p->size, inner = p->inner, *idx = p->idx;               \
+        const int64_t q0 = lo * TAKE_GRAD_BLOCK, end = hi * TAKE_GRAD_BLOCK;                   \
+        const int64_t q1 = end < inner ? end : inner;                                          \
+        const T *g = (const T *)p->g;                                                          \
+        T *out = (T *)p->out;                                                                  \
+        for (int64_t row = 0; row < p->outer * size; row++)                                    \
+            memset(out + row * inner + q0, 0, (size_t)(q1 - q0) * sizeof(T));                  \
+        for (int64_t o = 0; o < p->outer; o++)                                                 \
+            for (int64_t i = 0; i < n; i++) {                                                  \
+                const int64_t r = idx[i] < 0 ? idx[i] + size : idx[i];                         \
+                T *to = out + (o * size + r) * inner;                                          \
+                const T *from = g + (o * n + i) * inner;                                       \
+                for (int64_t q = q0; q < q1; q++) to[q] += from[q];                            \
+            }                                                                                  \
+    }                                                                                          \
+    int NAME(const T *g, const int64_t *idx, T *out, int64_t outer, int64_t n, int64_t size,   \
+             int64_t inner, int64_t min_chunk, int threads) {                                  \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            if (idx[i] < -size || idx[i] >= size) return 1;                                    \
+        vg_take_grad_args p = {g, idx, out, outer, n, size, inner};                            \
+        int64_t block_work = outer * (size + n) * TAKE_GRAD_BLOCK;                             \
+        int64_t blocks = (inner + TAKE_GRAD_BLOCK - 1) / TAKE_GRAD_BLOCK;                      \
+        if (block_work > 0)                                                                    \
+            vg_parallel_for(blocks, (min_chunk + block_work - 1) / block_work, threads,        \
+                            NAME##_chunk, &p);                                                 \
+        return 0;                                                                              \
     }
 TAKE_GRAD(vg_take_grad_f32, float)
 TAKE_GRAD(vg_take_grad_f64, double)
