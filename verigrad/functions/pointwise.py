@@ -4,6 +4,7 @@ addcmul / addcdiv, frac, angle conversions and log2 / log10."""
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
+from ..ops.data_in import check_number
 from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
 
@@ -55,6 +57,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     (so to none where x is outside min == max), and none to a NaN x."""
     if min is None and max is None:
         raise ValueError("clamp needs min or max (or both)")
+    check_numbers("clamp", x, min, max)
     y = x
     if min is not None:
         if isinstance(min, Tensor) and max is not None:
@@ -65,6 +68,25 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if x.requires_grad:  # a NaN x takes no gradient, as in PyTorch (the value is NaN either way)
         y = where(ne(x, x), x.detach(), y)
     return y
+
+
+def check_numbers(where: str, *operands: Any) -> None:
+    """Refuse a Python number among `operands` (None ones left out) that their promoted dtype cannot
+    hold, as PyTorch's clamp and where do (300 with an i8 tensor, 1e300 with an f32 one)."""
+    given = [a for a in operands if a is not None]
+    if not builtins.all(isinstance(a, Tensor) for a in given):
+        dtype = binary.result_type(*given)
+        for a in given:
+            check_number(a, dtype, where)
+
+
+def same_dtype(x: Tensor, other: Any, what: str, name: str = "source") -> None:
+    """Refuse a tensor `other` of another dtype than x's, as PyTorch's index_add, scatter, scatter_add,
+    put and lerp do (they do not promote: an f64 source would silently change the result's dtype)."""
+    if isinstance(other, Tensor) and other.dtype is not x.dtype:
+        raise DTypeError(
+            f"{what}: self ({x.dtype.name}) and {name} ({other.dtype.name}) must have the same dtype"
+        )
 
 
 def _or_nan(past: Tensor, bound: Any) -> Tensor:
@@ -90,6 +112,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor):
         value = value if value.dtype is x.dtype else cast(value, x.dtype)
     else:
+        check_number(value, x.dtype, "masked_fill")
         value = from_numpy(np.array(value).astype(x.dtype.np))
     return where(mask, value, x)
 
@@ -174,6 +197,7 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end + (weight - 1)
     (end - start) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly)."""
     floating_only(start.dtype, what="lerp")
+    same_dtype(start, end, "lerp", "end")
     diff = end - start
     if isinstance(weight, Tensor):
         return where(weight.abs() < 0.5, start + diff * weight, end + diff * (weight - 1))
