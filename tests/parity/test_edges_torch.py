@@ -70,6 +70,15 @@ def _fills(v: Any) -> dict[str, Callable[[Any], Any]]:
         "x.where i8": lambda lib: lib.ones(2, dtype=lib.int8).where(mask(lib), v),
         "pow u8": lambda lib: lib.pow(lib.ones(2, dtype=lib.uint8), v),
         "tensor i8": lambda lib: lib.tensor([v], dtype=lib.int8),
+        "add alpha i8": lambda lib: lib.add(
+            lib.ones(2, dtype=lib.int8), lib.ones(2, dtype=lib.int8), alpha=v
+        ),
+        "sub alpha f32": lambda lib: lib.sub(lib.ones(2), lib.ones(2), alpha=v),
+        "addcmul value i16": lambda lib: lib.addcmul(*[lib.ones(2, dtype=lib.int16)] * 3, value=v),
+        "index_add alpha u8": lambda lib: lib.ones(2, dtype=lib.uint8).index_add(
+            0, lib.tensor([0]), lib.ones(1, dtype=lib.uint8), alpha=v
+        ),
+        "lerp weight f32": lambda lib: lib.lerp(lib.ones(2), lib.zeros(2), v),
     }
 
 

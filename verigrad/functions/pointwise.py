@@ -27,6 +27,7 @@ def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     rounding, as PyTorch's); an integer result takes an integer alpha, a bool alpha a bool result."""
     if type(alpha) is int and alpha == 1:
         return binary.add(x, y)
+    check_number(alpha, binary.result_type(x, y), "add")  # PyTorch refuses 300 for an i8 result
     return binary.scaled_add(x, y, alpha=alpha)
 
 
@@ -39,6 +40,7 @@ def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
         raise DTypeError(f"sub: alpha={alpha!r}: a bool alpha is not supported for subtraction (as PyTorch)")
     if any(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
         return binary.sub(x, y)  # raises, naming sub
+    check_number(alpha, binary.result_type(x, y), "sub")
     return binary.scaled_add(x, y, alpha=-alpha)
 
 
@@ -185,7 +187,9 @@ def square(x: Tensor) -> Tensor:
 
 def in_dtype(value: Any, dtype: Any) -> Any:
     """A Python scalar multiplier as PyTorch's kernels read it for a result of `dtype`: a float truncated
-    toward zero for an integer result (C++'s cast), any number as its truth for a bool one."""
+    toward zero for an integer result (C++'s cast), any number as its truth for a bool one; one the
+    dtype cannot hold raises, as PyTorch's."""
+    check_number(value, dtype, "a scalar multiplier")
     if dtype is bool_:
         return bool(value)
     if not dtype.is_float and isinstance(value, float):
@@ -198,6 +202,7 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     (end - start) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly)."""
     floating_only(start.dtype, what="lerp")
     same_dtype(start, end, "lerp", "end")
+    check_number(weight, start.dtype, "lerp")
     diff = end - start
     if isinstance(weight, Tensor):
         return where(weight.abs() < 0.5, start + diff * weight, end + diff * (weight - 1))
