@@ -224,3 +224,16 @@ PROMOTIONS = {
 @pytest.mark.parametrize("name", list(PROMOTIONS))
 def test_python_numbers_in_promotion(name: str) -> None:
     _check(lambda lib: PROMOTIONS[name](lib, lib.tensor([-7, -2, 0, 3, 5])))
+
+
+SEARCHED = [[0.0, 1.0, NAN], [NAN], [NAN, NAN, 1.0], [0.0, NAN, 1.0, 1.0, NAN], [-INF, 0.0, INF, NAN]]
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("sequence", SEARCHED, ids=[str(s) for s in SEARCHED])
+def test_searchsorted_in_a_sequence_holding_nan(sequence: list, right: bool) -> None:
+    values = [-3.0, -0.0, 0.5, 1.0, 2.5, NAN, INF, -INF]
+    _check(lambda lib: lib.searchsorted(lib.tensor(sequence), lib.tensor(values), right=right))
+    _check(lambda lib: lib.bucketize(lib.tensor(values), lib.tensor(sequence), right=right))
+    rows = [sequence, sequence[::-1]]
+    _check(lambda lib: lib.searchsorted(lib.tensor(rows), lib.tensor([values, values]), right=right))
