@@ -216,6 +216,8 @@ PROMOTIONS = {
     "fill_ 1-d tensor": lambda lib, x: x.clone().fill_(lib.tensor([1, 2, 3, 4, 5])),
     "fill_ 1-element 1-d tensor": lambda lib, x: x.clone().fill_(lib.tensor([2])),
     "fill_ 0-d f64 tensor": lambda lib, x: x.clone().fill_(lib.tensor(2.7, dtype=lib.float64)),
+    "tensor of 2**63": lambda lib, x: lib.tensor([1, 2**63]),
+    "tensor of -2**63": lambda lib, x: lib.tensor([-(2**63)]),
     "where scalars": lambda lib, x: lib.where(x > 0, 1, 2.5),
     "clamp min > max": lambda lib, x: lib.clamp(x.float(), 1.0, -1.0),
     "clamp nan bound": lambda lib, x: lib.clamp(x.float(), min=NAN),

@@ -32,6 +32,10 @@ def tensor(
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
         python = not isinstance(data, np.ndarray | np.generic)
+        if python and _past_i64(data, array):
+            raise ValueError(
+                "tensor(): an int does not fit in int64 (PyTorch: 'Overflow when unpacking long long')"
+            )
         if python and array.dtype == np.float64 and dtype is None:  # with a dtype: one rounding, to it
             array = array.astype(np.float32)
         if python and dtype is not None:
@@ -106,6 +110,17 @@ def frombuffer(
         )
     array = np.frombuffer(buffer, dtype=np.uint16 if dtype is bf16 else dtype.np, count=count, offset=offset)
     return modes.current().constant(array, dtype).requires_grad_(requires_grad)
+
+
+def _past_i64(data: Any, array: np.ndarray) -> bool:
+    """Whether Python data holds an int outside int64 (NumPy makes it u64, or f64 among other ints)."""
+    if array.dtype == np.uint64:
+        return True
+    if array.dtype != np.float64 or not array.size or not np.nanmax(np.abs(array), initial=0) >= 2.0**63:
+        return False
+    if isinstance(data, list | tuple):
+        return any(_past_i64(d, array) for d in data)
+    return type(data) is int and not -(2**63) <= data < 2**63
 
 
 def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()", *, float_range: bool = False) -> None:
