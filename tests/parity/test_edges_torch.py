@@ -79,6 +79,11 @@ def _fills(v: Any) -> dict[str, Callable[[Any], Any]]:
             0, lib.tensor([0]), lib.ones(1, dtype=lib.uint8), alpha=v
         ),
         "lerp weight f32": lambda lib: lib.lerp(lib.ones(2), lib.zeros(2), v),
+        "lerp weight f16": lambda lib: lib.lerp(lib.ones(2).half(), lib.zeros(2).half(), v),
+        "where f16": lambda lib: lib.where(mask(lib), lib.ones(2).half(), v),
+        "clamp max f16": lambda lib: lib.clamp(lib.ones(2).half(), max=v),
+        "fill_diagonal_ i8": lambda lib: lib.ones(2, 2, dtype=lib.int8).fill_diagonal_(v),
+        "addcdiv value f32": lambda lib: lib.addcdiv(lib.ones(2), lib.ones(2), lib.ones(2), value=v),
     }
 
 
@@ -242,3 +247,13 @@ def test_searchsorted_in_a_sequence_holding_nan(sequence: list, right: bool) -> 
     _check(lambda lib: lib.bucketize(lib.tensor(values), lib.tensor(sequence), right=right))
     rows = [sequence, sequence[::-1]]
     _check(lambda lib: lib.searchsorted(lib.tensor(rows), lib.tensor([values, values]), right=right))
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.49, 0.5, 2.7, -1.3, 1.0, NAN])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_lerp_with_a_number_weight_to_the_bit(dtype: str, weight: float) -> None:
+    """PyTorch's kernel: one fused multiply-add (f16 in f32), so every bit, infinities and NaN too."""
+    rng = np.random.default_rng(0)
+    start, end = (rng.standard_normal(1001).astype(dtype) for _ in range(2))
+    start[:4], end[:4] = [INF, -INF, NAN, 0.0], [0.0, 1.0, 2.0, INF]
+    _check(lambda lib: lib.lerp(lib.from_numpy(start.copy()), lib.from_numpy(end.copy()), weight))

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import bool_, i64, promote
+from ..dtypes import bool_, f16, i64, promote
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops._op import floating_only
@@ -74,10 +74,13 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 def check_numbers(where: str, *operands: Any) -> None:
     """Refuse a Python number among `operands` (None ones left out) that their promoted dtype cannot
-    hold, as PyTorch's clamp and where do (300 with an i8 tensor, 1e300 with an f32 one)."""
+    hold, as PyTorch's clamp and where do (300 with an i8 tensor, 1e300 with an f32 one; PyTorch's where
+    lets an f16 result take inf instead)."""
     given = [a for a in operands if a is not None]
     if not builtins.all(isinstance(a, Tensor) for a in given):
         dtype = binary.result_type(*given)
+        if where == "where" and dtype is f16:
+            return
         for a in given:
             check_number(a, dtype, where)
 
@@ -198,17 +201,22 @@ def in_dtype(value: Any, dtype: Any) -> Any:
 
 
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
-    """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end + (weight - 1)
-    (end - start) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly)."""
+    """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end - (end - start)
+    (1 - weight) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly); with a number weight
+    each one fused multiply-add, rounded once as PyTorch's kernel; f16 computed in f32, as PyTorch's."""
     floating_only(start.dtype, what="lerp")
     same_dtype(start, end, "lerp", "end")
+    if start.dtype is f16:  # any weight goes, as PyTorch's
+        up = [a.float() if isinstance(a, Tensor) else a for a in (start, end, weight)]
+        return lerp(*up).half()
     check_number(weight, start.dtype, "lerp")
     diff = end - start
     if isinstance(weight, Tensor):
         return where(weight.abs() < 0.5, start + diff * weight, end + diff * (weight - 1))
-    if abs(weight) < 0.5:
-        return start + diff * weight
-    return end + diff * (float(np.asarray(weight, dtype=start.dtype.np)) - 1)  # weight - 1 as in the dtype
+    w = np.asarray(weight, dtype=start.dtype.np)  # the weight, and 1 - weight, in the dtype
+    if abs(float(w)) < 0.5:
+        return binary.scaled_add(start, diff, alpha=float(w))
+    return binary.scaled_add(end, diff, alpha=-float(np.asarray(1, dtype=start.dtype.np) - w))
 
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
@@ -236,6 +244,7 @@ def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
 def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
     """x + value * tensor1 / tensor2."""
     _no_integer_division(tensor1, tensor2)
+    check_number(value, binary.result_type(x, tensor1, tensor2), "addcdiv")
     return x + tensor1 / tensor2 * value
 
 
