@@ -472,7 +472,9 @@ def test_arange_with_float_bounds_and_rounding_ops() -> None:
         expected = (np.arange(count) * float(step) + start).astype(np.float32)  # f64, rounded once
         assert verigrad.arange(*args).numpy().tobytes() == expected.tobytes()
     assert verigrad.arange(0, 1, 0.25, dtype=verigrad.f64).numpy().tolist() == [0.0, 0.25, 0.5, 0.75]
-    assert verigrad.arange(4).dtype is verigrad.i64 and verigrad.arange(3, 1, 0.5).shape == (0,)
+    assert verigrad.arange(4).dtype is verigrad.i64 and verigrad.arange(3, 3, 0.5).shape == (0,)
+    with pytest.raises(ValueError, match="inconsistent with step sign"):  # PyTorch's error
+        verigrad.arange(3, 1, 0.5)
     with pytest.raises(ValueError, match="non-zero step"):
         verigrad.arange(0, 1, 0.0)
     x = verigrad.tensor([-1.5, -0.5, 0.5, 1.5, 2.5, 2.675])

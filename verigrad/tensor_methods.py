@@ -136,6 +136,7 @@ def t(self: Tensor) -> Tensor:
 @adapted
 def where(self: Tensor, cond: Any, other: Any) -> Tensor:
     """PyTorch's `x.where(cond, y)`: x where cond holds, else y."""
+    pointwise.check_numbers("where", self, other)
     return binary.where(cond, self, other)
 
 

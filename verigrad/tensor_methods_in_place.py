@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import can_cast, f64
-from .errors import DTypeError
+from .errors import DTypeError, ShapeError
 from .functions import distributions, pointwise
 from .ops import binary, bitwise, creation
 from .shapes import Spec
@@ -209,7 +209,9 @@ def zero_(self: Tensor) -> Tensor:
 
 @adapted
 def fill_(self: Tensor, value: Any) -> Tensor:
-    """Every element set to value (in this tensor's dtype)."""
+    """Every element set to value, a number or a 0-d tensor (in this tensor's dtype)."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise ShapeError(f"fill_ only supports a 0-dimension value tensor, got {describe(value)}")
     return self.assign(value)
 
 

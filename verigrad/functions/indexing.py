@@ -17,6 +17,7 @@ from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, lt, where
 from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full, tensor
+from ..ops.data_in import check_number
 from ..ops.index import gather as gather_along
 from ..ops.index import searchsorted as searchsorted_op
 from ..ops.index import take, take_grad
@@ -27,7 +28,7 @@ from ..ops.shaping import setitem as basic_setitem
 from ..ops.special import signbit
 from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
-from .pointwise import in_dtype, isfinite, values_of
+from .pointwise import check_numbers, in_dtype, isfinite, same_dtype, values_of
 from .rearrange import broadcast_tensors
 
 
@@ -78,6 +79,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     axis = normalize_axis(dim, x.ndim)
     if index.ndim != 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
+    same_dtype(x, source, "index_add")
     index = _in_range(index, x.shape[axis], "index_add")
     alpha = in_dtype(alpha, x.dtype)  # PyTorch's: a float alpha truncated for an integer x
     added = source if alpha == 1 else source * alpha
@@ -142,6 +144,8 @@ def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
         raise ValueError(f"index_fill takes a vector of integer positions, got {describe(positions)}")
     positions = checked(positions.reshape(-1), x.shape[axis], f"dimension {axis}", what="item")
     hit = gt(take_grad(full(tuple(positions.shape), 1.0), positions, axis=0, size=x.shape[axis]), 0)
+    if not isinstance(value, Tensor):  # a number is x's dtype first (2.7 into a u8 tensor writes 2)
+        value = full((), value, dtype=x.dtype)
     return where(hit.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))), value, x)
 
 
@@ -173,6 +177,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     axis, index = _scatter_index(x, dim, index, src, "scatter_add")
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_add adds a tensor src, got {type(src).__name__}")
+    same_dtype(x, src, "scatter_add", "src")
     return _added(x, src, lambda values: spread(values, index, axis, tuple(x.shape)))
 
 
@@ -212,6 +217,7 @@ def scatter(
     if (src is None) == (value is None):
         raise TypeError("scatter takes one of src (a tensor or a number) and value")
     src = value if src is None else src
+    same_dtype(x, src, "scatter", "src")
     axis, index = _scatter_index(x, dim, index, src, "scatter")
     if reduce is not None:
         kinds = {"add": "sum", "multiply": "prod"}
@@ -277,6 +283,7 @@ def where_or_positions(condition: Any, x: Any = _ABSENT, y: Any = _ABSENT) -> An
         return nonzero(condition, as_tuple=True)
     if x is _ABSENT or y is _ABSENT:
         raise TypeError("where takes a condition alone, or a condition and the two values to choose from")
+    check_numbers("where", x, y)
     return where(condition, x, y)
 
 
@@ -374,6 +381,7 @@ def _basic(k: Any) -> bool:
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
     the view; integer arrays and bool masks write their elements, a repeated position its last value."""
+    check_number(value, x.dtype, "setitem")
     if _writes_where(x, key, value):
         basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
         return

@@ -15,6 +15,7 @@ from ..dtypes import as_dtype, bool_, i32, i64
 from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, where
 from ..ops.creation import arange, eye, from_numpy
+from ..ops.data_in import check_number
 from ..ops.index import take
 from ..ops.linalg import det, inv
 from ..ops.matmul import matmul
@@ -280,6 +281,7 @@ def fill_diagonal_(x: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
     else:
         grid = np.indices(shape)
         mask = np.all(grid == grid[0], axis=0)
+    check_number(fill_value, x.dtype, "fill_diagonal_")
     return x.assign(where(from_numpy(mask), fill_value, x))
 
 

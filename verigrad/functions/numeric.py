@@ -20,6 +20,7 @@ from ..shapes import Size, broadcast, normalize_axis
 from ..tensor import Tensor, describe
 from .indexing import index_put, nonzero
 from .matrices import diag
+from .pointwise import same_dtype
 from .statistics import norm
 
 
@@ -225,6 +226,7 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     accumulate, added), as torch.put."""
     if index.dtype is not i64:
         raise DTypeError(f"put: index must be an int64 tensor, got {index.dtype.name}")
+    same_dtype(input, source, "put")
     if index.numel() != source.numel():
         raise ShapeError(
             f"put: index and source need as many entries, got {describe(index)}, {describe(source)}"

@@ -4,16 +4,18 @@ addcmul / addcdiv, frac, angle conversions and log2 / log10."""
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
 import numpy as np
 
-from ..dtypes import bool_, i64, promote
+from ..dtypes import bool_, f16, i64, promote
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
+from ..ops.data_in import check_number
 from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
 
@@ -25,6 +27,7 @@ def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
     rounding, as PyTorch's); an integer result takes an integer alpha, a bool alpha a bool result."""
     if type(alpha) is int and alpha == 1:
         return binary.add(x, y)
+    check_number(alpha, binary.result_type(x, y), "add")  # PyTorch refuses 300 for an i8 result
     return binary.scaled_add(x, y, alpha=alpha)
 
 
@@ -37,6 +40,7 @@ def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
         raise DTypeError(f"sub: alpha={alpha!r}: a bool alpha is not supported for subtraction (as PyTorch)")
     if any(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
         return binary.sub(x, y)  # raises, naming sub
+    check_number(alpha, binary.result_type(x, y), "sub")
     return binary.scaled_add(x, y, alpha=-alpha)
 
 
@@ -55,6 +59,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     (so to none where x is outside min == max), and none to a NaN x."""
     if min is None and max is None:
         raise ValueError("clamp needs min or max (or both)")
+    check_numbers("clamp", x, min, max)
     y = x
     if min is not None:
         if isinstance(min, Tensor) and max is not None:
@@ -65,6 +70,28 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if x.requires_grad:  # a NaN x takes no gradient, as in PyTorch (the value is NaN either way)
         y = where(ne(x, x), x.detach(), y)
     return y
+
+
+def check_numbers(where: str, *operands: Any) -> None:
+    """Refuse a Python number among `operands` (None ones left out) that their promoted dtype cannot
+    hold, as PyTorch's clamp and where do (300 with an i8 tensor, 1e300 with an f32 one; PyTorch's where
+    lets an f16 result take inf instead)."""
+    given = [a for a in operands if a is not None]
+    if not builtins.all(isinstance(a, Tensor) for a in given):
+        dtype = binary.result_type(*given)
+        if where == "where" and dtype is f16:
+            return
+        for a in given:
+            check_number(a, dtype, where)
+
+
+def same_dtype(x: Tensor, other: Any, what: str, name: str = "source") -> None:
+    """Refuse a tensor `other` of another dtype than x's, as PyTorch's index_add, scatter, scatter_add,
+    put and lerp do (they do not promote: an f64 source would silently change the result's dtype)."""
+    if isinstance(other, Tensor) and other.dtype is not x.dtype:
+        raise DTypeError(
+            f"{what}: self ({x.dtype.name}) and {name} ({other.dtype.name}) must have the same dtype"
+        )
 
 
 def _or_nan(past: Tensor, bound: Any) -> Tensor:
@@ -90,6 +117,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor):
         value = value if value.dtype is x.dtype else cast(value, x.dtype)
     else:
+        check_number(value, x.dtype, "masked_fill")
         value = from_numpy(np.array(value).astype(x.dtype.np))
     return where(mask, value, x)
 
@@ -162,7 +190,9 @@ def square(x: Tensor) -> Tensor:
 
 def in_dtype(value: Any, dtype: Any) -> Any:
     """A Python scalar multiplier as PyTorch's kernels read it for a result of `dtype`: a float truncated
-    toward zero for an integer result (C++'s cast), any number as its truth for a bool one."""
+    toward zero for an integer result (C++'s cast), any number as its truth for a bool one; one the
+    dtype cannot hold raises, as PyTorch's."""
+    check_number(value, dtype, "a scalar multiplier")
     if dtype is bool_:
         return bool(value)
     if not dtype.is_float and isinstance(value, float):
@@ -171,15 +201,22 @@ def in_dtype(value: Any, dtype: Any) -> Any:
 
 
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
-    """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end + (weight - 1)
-    (end - start) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly)."""
+    """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end - (end - start)
+    (1 - weight) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly); with a number weight
+    each one fused multiply-add, rounded once as PyTorch's kernel; f16 computed in f32, as PyTorch's."""
     floating_only(start.dtype, what="lerp")
+    same_dtype(start, end, "lerp", "end")
+    if start.dtype is f16:  # any weight goes, as PyTorch's
+        up = [a.float() if isinstance(a, Tensor) else a for a in (start, end, weight)]
+        return lerp(*up).half()
+    check_number(weight, start.dtype, "lerp")
     diff = end - start
     if isinstance(weight, Tensor):
         return where(weight.abs() < 0.5, start + diff * weight, end + diff * (weight - 1))
-    if abs(weight) < 0.5:
-        return start + diff * weight
-    return end + diff * (float(np.asarray(weight, dtype=start.dtype.np)) - 1)  # weight - 1 as in the dtype
+    w = np.asarray(weight, dtype=start.dtype.np)  # the weight, and 1 - weight, in the dtype
+    if abs(float(w)) < 0.5:
+        return binary.scaled_add(start, diff, alpha=float(w))
+    return binary.scaled_add(end, diff, alpha=-float(np.asarray(1, dtype=start.dtype.np) - w))
 
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
@@ -207,6 +244,7 @@ def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
 def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
     """x + value * tensor1 / tensor2."""
     _no_integer_division(tensor1, tensor2)
+    check_number(value, binary.result_type(x, tensor1, tensor2), "addcdiv")
     return x + tensor1 / tensor2 * value
 
 

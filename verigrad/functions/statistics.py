@@ -159,7 +159,10 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
         if p != "fro":
             raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
         p = 2.0
+    p = 2.0 if p is None else p  # PyTorch's default, given as None
     axes = normalize_axes(_all_if_empty(dim), x.ndim)
+    if p < 0 and builtins.any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"norm: cannot compute the {p} norm over an empty dimension (it has no identity)")
     if p == 2:
         squares = (x * x).sum(axes, keepdim=keepdim)
         zero = eq(squares, 0)  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0 (NaN stays)

@@ -20,6 +20,7 @@ from ..tensor import Tensor
 from ._fma import fma_f32, fma_f64
 from ._op import Op, Sample, float_dtype, floating_only, lift, no_bf16, numeric_dtype, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
+from .data_in import check_number
 from .movement import cast
 
 
@@ -425,6 +426,8 @@ def pow(x: Tensor | float, y: Tensor | float) -> Tensor:
     bool tensor to a Python bool is itself (True) or True (False), as PyTorch's powers 1 and 0."""
     if isinstance(x, Tensor) and not x.dtype.is_float and _is_negative_int(y):
         raise DTypeError(f"Integers to negative integer powers are not allowed ({x.dtype.name} ** {y}).")
+    if isinstance(x, Tensor) and x.dtype.kind in "iu" and isinstance(y, int | np.integer):
+        check_number(y, x.dtype, "pow")  # PyTorch refuses an exponent the integer dtype cannot hold
     if isinstance(x, Tensor) and x.dtype is bool_ and isinstance(y, bool):
         return logical_or(x, not y)
     return _power(x, y)

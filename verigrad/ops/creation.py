@@ -22,7 +22,7 @@ from ..errors import DTypeError, ShapeError
 from ..shapes import DimLike, as_shape
 from ..tensor import Tensor
 from ._op import Op, Sample
-from .data_in import _fits, _torch_dtype, from_numpy, tensor
+from .data_in import _torch_dtype, check_number, from_numpy, tensor
 from .data_in import as_tensor as as_tensor  # re-exported: verigrad's modules import them from here
 from .data_in import asarray as asarray
 from .data_in import from_dlpack as from_dlpack
@@ -114,8 +114,7 @@ def manual_seed(seed: int) -> Generator:
 # fills and ranges ------------------------------------------------------------------------------
 def _fill_params(shape: Any, dtype: Any = DEFAULT_FLOAT, value: float = 0.0) -> dict:
     dtype = as_dtype(dtype)
-    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
-        _fits(np.asarray(value), dtype, "full")
+    check_number(value, dtype, "full")
     return {"shape": as_shape(shape), "dtype": dtype, "value": value}
 
 
@@ -369,6 +368,11 @@ def arange(
 def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Tensor:
     if stop is None:
         start, stop = 0, start
+    numbers = all(isinstance(v, int | float | np.integer | np.floating) for v in (start, stop, step))
+    if numbers and (stop - start) * step < 0:
+        raise ValueError(
+            f"arange: upper bound and lower bound inconsistent with step sign: {start}, {stop}, {step}"
+        )
     if not any(isinstance(v, float | np.floating) for v in (start, stop, step)):
         return arange_op(start=start, stop=stop, step=step, dtype=i64 if dtype is None else dtype)
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):

@@ -32,6 +32,10 @@ def tensor(
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
         python = not isinstance(data, np.ndarray | np.generic)
+        if python and _past_i64(data, array):
+            raise ValueError(
+                "tensor(): an int does not fit in int64 (PyTorch: 'Overflow when unpacking long long')"
+            )
         if python and array.dtype == np.float64 and dtype is None and not _holds_double(data):
             array = array.astype(np.float32)  # Python floats: f32 (with a dtype: one rounding, to it)
         if python and dtype is not None:
@@ -118,15 +122,49 @@ def frombuffer(
     return modes.current().constant(array, dtype).requires_grad_(requires_grad)
 
 
-def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
-    """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
-    one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
-    if dtype.kind not in "iu" or array.dtype.kind not in "iu" or not array.size:
+def _past_i64(data: Any, array: np.ndarray) -> bool:
+    """Whether Python data holds an int outside int64 (NumPy makes it u64, or f64 among other ints)."""
+    if array.dtype == np.uint64:
+        return True
+    if array.dtype != np.float64 or not array.size or not np.nanmax(np.abs(array), initial=0) >= 2.0**63:
+        return False
+    if isinstance(data, list | tuple):
+        return any(_past_i64(d, array) for d in data)
+    return type(data) is int and not -(2**63) <= data < 2**63
+
+
+def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()", *, float_range: bool = False) -> None:
+    """PyTorch's check of Python numbers going into a dtype: an integer dtype must hold integers (a signed
+    one their values, an unsigned one their magnitudes: -1 wraps to 255 in u8, 300 is refused in i8) and
+    floats (not NaN nor infinite; 2.7 is then truncated). With `float_range`, as PyTorch's fills and
+    scalar operands (not `tensor()`), f16 and f32 must hold finite floats too (1e300 is refused)."""
+    if not array.size or array.dtype.kind not in "iuf" or dtype.kind not in "iuf":
         return
-    top = np.iinfo(dtype.np).max
-    low = np.iinfo(dtype.np).min if dtype.kind == "i" else -top
-    if array.min() < low or array.max() > top:
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype.np)
+        if array.dtype.kind == "f":
+            values = array.astype(np.float64)
+            bad = np.isnan(values).any() or values.min() < float(info.min) or values.max() > float(info.max)
+        else:
+            low = info.min if dtype.kind == "i" else -info.max
+            bad = int(array.min()) < low or int(array.max()) > info.max
+    elif float_range and dtype is not bf16:
+        values = array.astype(np.float64)
+        finite = np.abs(values[np.isfinite(values)])
+        bad = finite.size > 0 and finite.max() > float(np.finfo(dtype.np).max)
+    else:
+        bad = False
+    if bad:
         raise ValueError(f"{where}: a value cannot be converted to {dtype.name} without overflow")
+
+
+def check_number(value: Any, dtype: DType, where: str) -> None:
+    """Refuse a Python number (bools and tensors pass) that `dtype` cannot hold, as PyTorch refuses it
+    for a fill or a scalar operand: `_fits` with `float_range`."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_):
+        if isinstance(value, int) and not -(2**64) < value < 2**64:
+            raise ValueError(f"{where}: a value cannot be converted to {dtype.name} without overflow")
+        _fits(np.asarray(value), dtype, where, float_range=True)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:

@@ -236,6 +236,8 @@ def _searchsorted_dtype(seq: DType, values: DType, right: bool) -> DType:
 
 def _searchsorted_reference(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
     side = "right" if right else "left"
+    if seq.dtype.kind == "f" and np.isnan(seq).any():  # NumPy orders NaN last; PyTorch's search does not
+        return _nan_bound(seq, values, right)
     if seq.ndim == 1:
         return np.searchsorted(seq, values, side=side).astype(np.int64)
     if seq.size == 0 or values.size == 0:  # no rows, or empty rows: every value goes first
@@ -243,6 +245,24 @@ def _searchsorted_reference(seq: np.ndarray, values: np.ndarray, right: bool) ->
     rows, tail = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
     found = [np.searchsorted(r, v, side=side) for r, v in zip(rows, tail)]
     return np.array(found, dtype=np.int64).reshape(values.shape)
+
+
+def _nan_bound(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
+    """PyTorch's binary search, step by step, for a sequence holding NaN: it goes right of a middle
+    element unless that is >= the value (> with `right`), so a NaN probed sends every value right."""
+    rows = seq.reshape(1, -1) if seq.ndim == 1 else seq.reshape(-1, seq.shape[-1])
+    tail = values.reshape(1, -1) if seq.ndim == 1 else values.reshape(rows.shape[0], -1)
+    start = np.zeros(tail.shape, np.int64)
+    end = np.full(tail.shape, rows.shape[1], np.int64)
+    while (start < end).any():
+        active = start < end
+        mid = start + ((end - start) >> 1)
+        probed = np.take_along_axis(rows, np.minimum(mid, rows.shape[1] - 1), axis=1)
+        with np.errstate(invalid="ignore"):
+            left = probed > tail if right else probed >= tail
+        start = np.where(active & ~left, mid + 1, start)
+        end = np.where(active & left, mid, end)
+    return start.reshape(values.shape)
 
 
 searchsorted = Op(

@@ -18,6 +18,7 @@ from ._samples import uniform
 from .binary import add, lt, mul, sub, where
 from .checks import checked
 from .creation import arange, full, full_op
+from .data_in import check_number
 from .index import take
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
 
@@ -307,6 +308,7 @@ def _check_int(i: int, size: Any, dim: int) -> Any:
 def assign(target: Tensor, value: Any) -> Tensor:
     """Write `value` (broadcast and cast to target's shape and dtype) into `target`."""
     if not isinstance(value, Tensor):  # a Python number takes the target's dtype, as an operand would
+        check_number(value, target.dtype, "assign")
         value = lift([value])[0] if target.dtype.name == "bf16" else lift([target, value])[1]
     try:
         fits = broadcast(target.shape, value.shape) == target.shape
@@ -354,6 +356,7 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     part = slice_.canonical_params(target.spec, tuple(index))["index"]
     sliced_shape = slice_.shape_rule(target.shape, part)
     if not isinstance(value, Tensor):  # a Python number takes the target's dtype, as an operand would
+        check_number(value, target.dtype, "assign")
         value = lift([value])[0] if target.dtype.name == "bf16" else lift([target, value])[1]
     value = broadcast_to(cast(value, dtype=target.dtype), shape=view.shape)
     placed = unslice(reshape(value, shape=sliced_shape), shape=target.shape, index=part)
