@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from ..autograd import is_grad_enabled
@@ -157,6 +158,12 @@ class MultiheadAttention(Module):
         return out, weights.squeeze(0) if unbatched else weights
 
 
+def autocast_on() -> bool:
+    """Whether an autocast block runs: verigrad.amp is a later layer, loaded once a program uses it."""
+    amp = sys.modules.get("verigrad.amp")
+    return amp is not None and amp.is_autocast_enabled()
+
+
 def _torch_fast_path(
     attention: Any, query: Tensor, key: Tensor, value: Tensor, attn_mask: Any, key_padding_mask: Any
 ) -> bool:
@@ -173,9 +180,7 @@ def _torch_fast_path(
         return False
     if attention.in_proj_bias is None or attention.bias_k is not None or attention.add_zero_attn:
         return False
-    from ..amp import is_autocast_enabled
-
-    if is_autocast_enabled():
+    if autocast_on():
         return False
     projections = (attention.in_proj_weight, attention.in_proj_bias, *attention.out_proj.parameters())
     return not (is_grad_enabled() and any(t.requires_grad for t in (query, *projections)))

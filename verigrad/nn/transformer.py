@@ -24,7 +24,7 @@ from .dropout import Dropout
 from .linear import Linear
 from .module import Module, check_dtypes, factory_dtype
 from .normalization import LayerNorm
-from .transformer_padding import nested_tensor_possible, padded_positions, zero_padded
+from .transformer_padding import padded_positions, zero_padded
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 _Activation = str | Callable[[Tensor], Tensor]
@@ -305,3 +305,18 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz: int, dtype: Any = f32) -> Tensor:
         """The causal float mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere."""
         return triu(full((sz, sz), -math.inf, dtype=dtype), 1)
+
+
+def nested_tensor_possible(layer: Any) -> bool:
+    """PyTorch's `use_nested_tensor` test of the encoder's layer, made when the encoder is."""
+    attention = getattr(layer, "self_attn", None)
+    return (
+        isinstance(layer, TransformerEncoderLayer)
+        and not layer.norm_first
+        and attention.batch_first
+        and attention._qkv_same_embed_dim
+        and attention.in_proj_bias is not None
+        and layer.activation in (F.relu, F.gelu)
+        and layer.norm1.eps == layer.norm2.eps
+        and attention.num_heads % 2 == 0
+    )

@@ -15,24 +15,7 @@ from .. import modes
 from ..autograd import is_grad_enabled
 from ..dtypes import bool_
 from ..tensor import Tensor
-from . import functional as F
-
-
-def nested_tensor_possible(layer: Any) -> bool:
-    """PyTorch's `use_nested_tensor` test of the encoder's layer, made when the encoder is."""
-    from .transformer import TransformerEncoderLayer  # a cycle: transformer imports this module
-
-    attention = getattr(layer, "self_attn", None)
-    return (
-        isinstance(layer, TransformerEncoderLayer)
-        and not layer.norm_first
-        and attention.batch_first
-        and attention._qkv_same_embed_dim
-        and attention.in_proj_bias is not None
-        and layer.activation in (F.relu, F.gelu)
-        and layer.norm1.eps == layer.norm2.eps
-        and attention.num_heads % 2 == 0
-    )
+from .attention import autocast_on
 
 
 def padded_positions(encoder: Any, src: Tensor, mask: Tensor | None, padding: Tensor | None) -> Tensor | None:
@@ -48,9 +31,7 @@ def padded_positions(encoder: Any, src: Tensor, mask: Tensor | None, padding: Te
         return None
     if is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in first.parameters())):
         return None
-    from ..amp import is_autocast_enabled
-
-    if is_autocast_enabled():
+    if autocast_on():
         return None
     padded = padding if padding.dtype == bool_ else padding != 0
     if getattr(encoder, "mask_check", True):
@@ -67,4 +48,4 @@ def zero_padded(x: Tensor, padded: Tensor) -> Tensor:
     return x.masked_fill(padded.unsqueeze(-1), 0.0)
 
 
-__all__ = ["nested_tensor_possible", "padded_positions", "zero_padded"]
+__all__ = ["padded_positions", "zero_padded"]
