@@ -133,6 +133,12 @@ class Backend:
         """Kernels run in `mode` (one of `modes`) inside the block."""
         yield
 
+    @contextlib.contextmanager
+    def rows_apart(self) -> Iterator[None]:
+        """Inside the block, in every thread, each row of a product has the bits it has alone, however many
+        rows the call has (a server's batched steps). The reference's products already do."""
+        yield
+
     def samples(self, op: str, rng: np.random.Generator) -> list[Any]:
         """Inputs (the ops' `Sample`s) the verification adds to `op`'s own for this backend's kernel:
         sizes from which the kernel takes another code path. None unless a backend says more."""

@@ -270,7 +270,9 @@ class Engine:
 
     # the thread -----------------------------------------------------------------------------------
     def _loop(self) -> None:
-        with backend(self.backend):
+        # a request's bits may not depend on its batch: products of f32 weights (an F16/F32 GGUF, a
+        # safetensors model) take the backend's row-independent path while the engine runs
+        with backend(self.backend) as active, active.rows_apart():
             self._serve()
 
     def _serve(self) -> None:

@@ -287,6 +287,16 @@ class CpuBackend(Backend):
         with matmul.exact_mode(mode == "exact"):
             yield
 
+    @contextlib.contextmanager
+    def rows_apart(self) -> Iterator[None]:
+        """f32 and f64 products on the exact path (`matmul.exact_held`): the fast one's OpenBLAS tiles,
+        and so an element's bits, depend on the row count. The quantized products' kernels give every
+        row the 1-row kernel's bits on either path."""
+        from . import matmul
+
+        with matmul.exact_held():
+            yield
+
     def samples(self, op: str, rng: Any) -> list[Any]:
         """matmul: products that the fast path computes with its own kernels (matmul_avx512.c); the
         convolutions: operands that take the implicit path."""

@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -129,6 +130,29 @@ def exact_mode(flag: bool = True) -> Iterator[None]:
         yield
     finally:
         set_exact(before)
+
+
+_held = {"count": 0, "before": False, "lock": threading.Lock()}
+
+
+@contextlib.contextmanager
+def exact_held() -> Iterator[None]:
+    """The exact path by default while any holder's block runs, in any thread (counted: the setting
+    before the first holder comes back when the last one leaves). A server's engine holds it, so that a
+    product's row has the same bits however many rows the step has (the fast path's OpenBLAS tiles
+    depend on the shape)."""
+    with _held["lock"]:
+        if _held["count"] == 0:
+            _held["before"] = _setting[0]
+            set_exact(True)
+        _held["count"] += 1
+    try:
+        yield
+    finally:
+        with _held["lock"]:
+            _held["count"] -= 1
+            if _held["count"] == 0:
+                set_exact(_held["before"])
 
 
 # ---------------------------------------------------------------- the libraries
