@@ -183,7 +183,7 @@ static void fa_dots4(const double *x, int64_t xs, const double *cols, int64_t ld
 static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d, double *acc,
                       int64_t as, int64_t nq, double *sums) {
 #if VG_X86
-    if (nq == 4 && d % 4 == 0 && fa_avx512()) {
+    if (nq == 4 && d > 0 && d % 4 == 0 && fa_avx512()) { /* its sums run inside a column loop */
         fa_axpys4_avx512(c, cs, rows, n, d, acc, as, sums);
         return;
     }

@@ -41,6 +41,8 @@ ROWS = (
     "log_softmax",
     "cross_entropy",
     "cross_entropy_grad",
+    "cross_entropy_step",
+    "cross_entropy_total",
     "layer_norm",
     "rms_norm",
     "layer_norm_grad",
