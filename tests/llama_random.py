@@ -19,3 +19,10 @@ def random_state(config: LlamaConfig, rng: np.random.Generator, spread: float = 
 def random_llama(config: LlamaConfig, rng: np.random.Generator) -> Llama:
     """A Llama of `random_state`'s weights."""
     return Llama.from_state(config, random_state(config, rng))
+
+
+def wide_heads_llama() -> Llama:
+    """A small Llama of random f32 weights whose heads (32 values) a q8_0 cache takes."""
+    sizes = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32, "ffn_dim": 40}
+    config = LlamaConfig(vocab_size=41, context_length=512, **sizes)
+    return random_llama(config, np.random.default_rng(0))

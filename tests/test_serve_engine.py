@@ -85,8 +85,15 @@ def test_a_request_gets_the_same_bits_alone_and_in_any_batch(engine, sampling):
 def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
     """CachedStep.rows on a cache of B rows at different lengths: row i's logits, bit for bit, are those
     of sequence i decoded alone (the path `generate` takes)."""
-    model, _ = lm
     ps = prompts(5, seed=3)
+    big = rows_against_alone(lm[0], ps)
+    for i, p in enumerate(ps):
+        assert np.any(big.keys[0][i, :, len(p)] != 0)  # the new key went to the row's own position
+
+
+def rows_against_alone(model, ps: list[list[int]]):
+    """Each prompt run alone and its greedy token decoded alone; then forward_rows of those tokens on a
+    cache of B rows holding the prompts: row i's logits must be sequence i's, bit for bit. The cache."""
     alone, nexts = [], []
     for p in ps:
         cache = model.new_cache(1, 256)
@@ -95,14 +102,14 @@ def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
         nexts.append(token)
     big = model.new_cache(len(ps), 256)
     for i, p in enumerate(ps):
+        one = model.new_cache(1, 256)
+        model.last_logits(np.asarray([p]), one)
         for layer, (k, v) in enumerate(zip(big.keys, big.values)):
-            one = model.new_cache(1, 256)
-            model.last_logits(np.asarray([p]), one)
             k[i], v[i] = one.keys[layer][0], one.values[layer][0]
     rows = model.forward_rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in ps]).numpy()
     for i, want in enumerate(alone):
         np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
-        assert np.any(big.keys[0][i, :, len(ps[i])] != 0)  # the new key went to the row's own position
+    return big
 
 
 def same_chunks(model, dtype: str, vocab: int) -> None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 from llama_gguf import SERVED, write_llama_gguf
-from test_serve_engine import prompts, run, summary
+from test_serve_engine import prompts, rows_against_alone, run, summary
 
 import verigrad
 from verigrad.backends.cpu import matmul as cpu_matmul
@@ -28,24 +27,8 @@ def lm(request, tmp_path_factory):
 
 
 def test_batched_rows_give_each_sequence_its_own_bits_on_the_row_independent_path(lm):
-    model, _ = lm
-    ps = prompts(5, seed=3)
     with verigrad.backend("cpu") as cpu, cpu.rows_apart():
-        alone, nexts = [], []
-        for p in ps:
-            cache = model.new_cache(1, 256)
-            token = int(np.argmax(model.last_logits(np.asarray([p]), cache)[0]))
-            alone.append(model.last_logits(np.asarray([[token]]), cache)[0])
-            nexts.append(token)
-        big = model.new_cache(len(ps), 256)
-        for i, p in enumerate(ps):
-            one = model.new_cache(1, 256)
-            model.last_logits(np.asarray([p]), one)
-            for layer, (k, v) in enumerate(zip(big.keys, big.values)):
-                k[i], v[i] = one.keys[layer][0], one.values[layer][0]
-        rows = model.forward_rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in ps]).numpy()
-    for i, want in enumerate(alone):
-        np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
+        rows_against_alone(lm[0], prompts(5, seed=3))
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.9, "seed": 7}])

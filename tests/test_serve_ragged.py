@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from llama_gguf import SERVED, write_llama_gguf
-from llama_random import random_llama
+from llama_random import wide_heads_llama
 from test_serve_mixed import CAPACITY, prefilled, same_bits
 
 import verigrad as vg
 from verigrad.models.catalog import load_language_model
-from verigrad.models.llama import LlamaConfig
 
 
 @pytest.fixture(params=["reference", "cpu"])
@@ -40,17 +39,7 @@ def served(tmp_path_factory):
 @pytest.fixture(scope="module")
 def wide_heads():
     """A Llama of f32 weights whose heads (32) a q8_0 cache takes."""
-    config = LlamaConfig(
-        vocab_size=41,
-        dim=64,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=32,
-        ffn_dim=40,
-        context_length=512,
-    )
-    return random_llama(config, np.random.default_rng(0))
+    return wide_heads_llama()
 
 
 def check_ragged(model, runs: list[tuple[int, int, int]], dtype: str, pad: int = 1, seed: int = 0) -> None:
