@@ -200,6 +200,8 @@ def test_every_thread_count_gives_the_same_bits_in_rows(op, small_chunks):
         "rms_norm_grad": (g, x, w, 1e-6),
         "layer_norm_weight_grad": (g, x, 1e-5),
         "rms_norm_weight_grad": (g, x, 1e-6),
+        "cross_entropy_step": (x, rng.integers(0, 37, 50), np.float32(0.5), "mean"),
+        "cross_entropy_total": (g[:, 0], rng.integers(0, 37, 50), "mean"),
     }[op]
     results = []
     for threads in (1, 2, 3):
