@@ -40,6 +40,8 @@ NO_TORCH_COUNTERPART = {
     "unslice",
     # VJPs as ops (one kernel for a backend); the ops' gradients above them are compared with PyTorch's
     "cross_entropy_grad",
+    "cross_entropy_step",
+    "cross_entropy_total",
     "layer_norm_grad",
     "rms_norm_grad",
     "layer_norm_weight_grad",
