@@ -104,3 +104,36 @@ def test_runs_that_do_not_cover_the_tokens_in_order_are_refused(dtype, change):
         ragged(*args[:5], runs, scale=0.125)
     with pytest.raises(ValueError, match="ragged attention"):
         ragged_op.reference(*args[:5], runs, scale=0.125)
+
+
+def _swapped(a: np.ndarray) -> np.ndarray:
+    """`a`'s values in the other byte order, of its shape and strides (a view of its base's copy)."""
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    assert base.flags.c_contiguous
+    data = base.byteswap()
+    offset = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return np.ndarray(a.shape, a.dtype.newbyteorder("S"), data, offset, a.strides)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float16", "q8_0"])
+@pytest.mark.parametrize("ragged", [True, False], ids=["ragged", "cached"])
+def test_an_array_in_the_other_byte_order_is_not_taken_for_a_layout_seen_in_the_native_one(dtype, ragged):
+    """The kernels remember each layout's checks (shapes, strides, dtypes): a byte-swapped operand has its
+    dtype's number but not its dtype, and the C reads native numbers (the reference's result instead)."""
+    args = _case(np.random.default_rng(5), dtype)
+    if not ragged:  # the first run's token over its row alone
+        args = (*(a[:, :, :1] for a in args[:3]), args[3][3:4], args[4][3:4], chunk_bias(40, 64, 1))
+    ops = (RAGGED_Q8, CACHED_Q8) if dtype == "q8_0" else (RAGGED, CACHED)
+    op = ops[0] if ragged else ops[1]
+    kernel = cpu.cpu.native(op, vg.f32)
+    kernel(*args, scale=0.125)  # the native layout, remembered
+    at = [0] if dtype == "q8_0" else [0, 3]  # q, and an f32 or f16 window's keys
+    for i in at:
+        swapped = list(args)
+        swapped[i] = _swapped(args[i])
+        assert swapped[i].strides == args[i].strides and swapped[i].dtype.num == args[i].dtype.num
+        want = op.reference(*swapped, scale=0.125)
+        np.testing.assert_array_equal(kernel(*swapped, scale=0.125), want)

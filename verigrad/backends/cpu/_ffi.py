@@ -185,3 +185,26 @@ def remember(cache: dict, key: Any, value: Any) -> Any:
         cache.clear()
     cache[key] = value
     return value
+
+
+def layout_cached(reference: Callable, layout: Callable[[tuple], Any], run: Callable[..., Any]) -> Callable:
+    """A kernel of arrays (and keyword parameters) that asks `layout(arrays)` once per layout (shapes,
+    strides, dtypes: False where the C function does not take them) and gives `run(found, arrays, **params)`;
+    the reference's result where an operand is not an ndarray or not aligned, the layout is refused, or
+    `run` gives None. The key holds the dtypes themselves: a byte-swapped array has its dtype's number."""
+    layouts: dict[tuple, Any] = {}
+
+    def kernel(*arrays: Any, **params: Any) -> Any:
+        if any(type(a) is not np.ndarray for a in arrays):
+            return reference(*arrays, **params)
+        key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        found = layouts.get(key)
+        if found is None:
+            found = remember(layouts, key, layout(arrays))
+        if found is not False and all([a.flags.aligned for a in arrays]):
+            out = run(found, arrays, **params)
+            if out is not None:
+                return out
+        return reference(*arrays, **params)
+
+    return kernel

@@ -47,23 +47,19 @@ _ARGS += [ctypes.c_int]
 def register(backend: Any, lib: Library) -> None:
     from ...ops.composite.attention import resolve_scale
 
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)  # an f16 window: an f16 KV cache
     fns = {
-        np.float32: lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int),
-        np.float16: lib.fn("vg_cached_attention_f16kv", _ARGS, restype=ctypes.c_int),  # an f16 KV cache
+        f32: lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int),
+        f16: lib.fn("vg_cached_attention_f16kv", _ARGS, restype=ctypes.c_int),
     }
-    reference, data = matmul.single_threaded(cached_attention.reference), lib.data
-
-    layouts: dict[tuple, Any] = {}
-    ptr = lib.ptr
+    reference, data, ptr = matmul.single_threaded(cached_attention.reference), lib.data, lib.ptr
 
     def layout(arrays: tuple) -> Any:
         """(the C function, the sizes-and-strides array, the addresses of each array's strides in it, the
         output shape) for arrays of these shapes, strides and dtypes; False where no C function takes
         them (another dtype, a partial element). The window (past_kt, past_v) may be f16, both."""
-        if any(not isinstance(a, np.ndarray) for a in arrays):
-            return False
         q, k, v, past_kt, past_v, bias = arrays
-        window = past_kt.dtype.type
+        window = past_kt.dtype  # the native byte order alone: a dtype, not its type
         if any(a.dtype != np.float32 for a in (q, k, v, bias)) or window not in fns or past_v.dtype != window:
             return False
         # the bias's batch stride: 0 for one mask [T, W+T] shared by the batch
@@ -77,20 +73,8 @@ def register(backend: Any, lib: Library) -> None:
         at = data(ints)
         return fns[window], ints, [at + 8 * (7 + 4 * i) for i in range(6)], (b, h, t, dv)
 
-    def kernel(q, k, v, past_kt, past_v, bias, scale: float | None) -> np.ndarray:
-        arrays = (q, k, v, past_kt, past_v, bias)
-        try:  # the checks once per layout
-            key = (q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, past_kt.shape, past_kt.strides)
-            key = (key, past_v.shape, past_v.strides, bias.shape, bias.strides, q.dtype, k.dtype, v.dtype)
-            key = (key, past_kt.dtype, past_v.dtype, bias.dtype)
-        except AttributeError:  # not an array
-            return reference(*arrays, scale=scale)
-        found = layouts.get(key)
-        if found is None:
-            found = _ffi.remember(layouts, key, layout(arrays))
-        if found is False or not all(a.flags.aligned for a in arrays):
-            return reference(*arrays, scale=scale)
-        fn, ints, s, shape = found
+    def run(found: Any, arrays: tuple, scale: float | None = None) -> np.ndarray:
+        (fn, ints, s, shape), (q, k, v, past_kt, past_v, bias) = found, arrays
         out = np.empty(shape, np.float32)
         if out.size and fn(
             ptr(ints), ptr(q), s[0], ptr(k), s[1], ptr(v), s[2], ptr(past_kt), s[3], ptr(past_v), s[4],
@@ -99,6 +83,7 @@ def register(backend: Any, lib: Library) -> None:
             raise MemoryError(f"cached_attention: out of memory for a window of {past_v.shape[2]} positions")
         return out
 
+    kernel = _ffi.layout_cached(reference, layout, run)
     backend.register("cached_attention", kernel, "f32", ATTENTION_EXACTNESS)
     register_flash(backend, lib)
 

@@ -37,7 +37,6 @@ def register(backend: Any, lib: Library) -> None:
 
     fn = lib.fn("vg_cached_attention_q8", _ARGS, restype=ctypes.c_int)
     reference, ptr = matmul.single_threaded(cached_attention_q8.reference), lib.ptr
-    layouts: dict[tuple, Any] = {}
 
     def layout(arrays: tuple) -> Any:
         """(the sizes-and-strides array, the output shape), or False where the C function does not take
@@ -55,17 +54,8 @@ def register(backend: Any, lib: Library) -> None:
         ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides, *[s // 4 for s in floats[12:]]], np.int64)
         return ints, (b, h, t, dv)
 
-    def kernel(q, k, v, past_k, past_v, bias, scale: float | None) -> np.ndarray:
-        arrays = (q, k, v, past_k, past_v, bias)
-        if any(type(a) is not np.ndarray for a in arrays):
-            return reference(*arrays, scale=scale)
-        key = tuple((a.shape, a.strides, a.dtype.num) for a in arrays)
-        found = layouts.get(key)
-        if found is None:
-            found = _ffi.remember(layouts, key, layout(arrays))
-        if found is False or not all(a.flags.aligned for a in arrays):
-            return reference(*arrays, scale=scale)
-        ints, shape = found
+    def run(found: Any, arrays: tuple, scale: float | None = None) -> np.ndarray:
+        (ints, shape), (q, k, v, past_k, past_v, bias) = found, arrays
         out = np.empty(shape, np.float32)
         if out.size and fn(
             ptr(ints), ptr(q), ptr(k), ptr(v), ptr(past_k), ptr(past_v), ptr(bias),
@@ -74,4 +64,5 @@ def register(backend: Any, lib: Library) -> None:
             raise MemoryError(f"cached_attention_q8: out of memory for a {past_k.shape[2]}-position window")
         return out
 
+    kernel = _ffi.layout_cached(reference, layout, run)
     backend.register("cached_attention_q8", kernel, "f32", ATTENTION_EXACTNESS)

@@ -72,30 +72,19 @@ def register(backend: Any, lib: Library) -> None:
         return np.array([*sizes, *new, *past_k.strides[:3], *past_v.strides[:3]], np.int64)
 
     def kernel_for(op: Any, find: Any, call: Any) -> Any:
-        reference = matmul.single_threaded(op.reference)
-        layouts: dict[tuple, Any] = {}
-
-        def kernel(q, k, v, past_k, past_v, runs, scale: float | None) -> np.ndarray:
-            arrays = (q, k, v, past_k, past_v, runs)
-            if any(type(a) is not np.ndarray for a in arrays):
-                return reference(*arrays, scale=scale)
-            key = tuple((a.shape, a.strides, a.dtype.num) for a in arrays)
-            found = layouts.get(key)
-            if found is None:
-                found = _ffi.remember(layouts, key, find(arrays))
-            if found is False or not all(a.flags.aligned for a in arrays):
-                return reference(*arrays, scale=scale)
+        def run(found: Any, arrays: tuple, scale: float | None = None) -> np.ndarray | None:
+            q, v = arrays[0], arrays[2]
             out = np.empty((*q.shape[:3], v.shape[3]), np.float32)
             done = call(
                 found, arrays, float(resolve_scale(scale, q.shape[3])), out
             )  # (empty: checks the runs)
             if done == -2:  # the reference says how the runs are wrong
-                return reference(*arrays, scale=scale)
+                return None
             if done:
-                raise MemoryError(f"{op.name}: out of memory for a {past_v.shape[2]}-position window")
+                raise MemoryError(f"{op.name}: out of memory for a {arrays[4].shape[2]}-position window")
             return out
 
-        return kernel
+        return _ffi.layout_cached(matmul.single_threaded(op.reference), find, run)
 
     def call_floats(found: Any, arrays: tuple, scale: float, out: np.ndarray) -> int:
         (ints, s, f16), (q, k, v, past_kt, past_v, runs) = found, arrays
