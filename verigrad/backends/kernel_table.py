@@ -135,7 +135,7 @@ class Backend:
 
     @contextlib.contextmanager
     def rows_apart(self) -> Iterator[None]:
-        """Inside the block, in every thread, each row of a product has the bits it has alone, however many
+        """Inside the block, in this thread, each row of a product has the bits it has alone, however many
         rows the call has (a server's batched steps). The reference's products already do."""
         yield
 

@@ -289,9 +289,9 @@ class CpuBackend(Backend):
 
     @contextlib.contextmanager
     def rows_apart(self) -> Iterator[None]:
-        """f32 and f64 products on the exact path (`matmul.exact_held`): the fast one's OpenBLAS tiles,
-        and so an element's bits, depend on the row count. The quantized products' kernels give every
-        row the 1-row kernel's bits on either path."""
+        """f32 and f64 products on the exact path in this thread (`matmul.exact_held`): the fast one's
+        OpenBLAS tiles, and so an element's bits, depend on the row count. The quantized products' kernels
+        give every row the 1-row kernel's bits on either path."""
         from . import matmul
 
         with matmul.exact_held():

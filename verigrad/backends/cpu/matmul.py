@@ -33,9 +33,10 @@ on two paths.
   kernel's bits).
 
 `exact=None` (every function) takes the setting: `set_exact(True)`, `with exact_mode():`, or the
-environment variable `VERIGRAD_EXACT_GEMM=1`. The matmul kernel registered for the cpu backend follows it
-and states the chosen path's exactness (`EXACTNESS`). As in the reference BLAS, c is not read when
-beta == 0, and a and b do not affect c when alpha == 0 or k == 0.
+environment variable `VERIGRAD_EXACT_GEMM=1` (the process's), or `with exact_held():` (the thread's, as
+PyTorch's thread-local modes: a server's engine thread). The matmul kernel registered for the cpu backend
+follows the process's setting and states the chosen path's exactness (`EXACTNESS`). As in the reference
+BLAS, c is not read when beta == 0, and a and b do not affect c when alpha == 0 or k == 0.
 
 How close each path is to the op's reference (f32: a double sum rounded once; f64: NumPy's dgemm), for
 s = sum_k |a[i,k]| |b[k,j]| (`abs_product`) and u the unit roundoff (2^-24 f32, 2^-53 f64):
@@ -55,9 +56,9 @@ the fast path's with FAST_MARGIN u s in place of (k + 2) u s (the measured 3.5, 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import functools
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -78,6 +79,9 @@ UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/ato
 FAST_MARGIN = 8.0
 
 _setting = [settings.env_flag("VERIGRAD_EXACT_GEMM", False)]
+# True in a thread inside `exact_held` (a context variable: each thread has its own, and vg_eager reads it
+# in C at the cost of a cached lookup)
+_held = contextvars.ContextVar("verigrad_exact_held", default=False)
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
 
 
@@ -105,16 +109,17 @@ EXACTNESS: dict[tuple[str, bool], Exactness] = {
 
 
 def exact_default() -> bool:
-    """Whether calls with `exact=None`, and the registered matmul kernel, take the exact path."""
+    """Whether calls with `exact=None`, and the registered matmul kernel, take the exact path in this
+    thread."""
     fast = _state["fast"]
     if fast is None:
         fast = _state["fast"] = fast_available()
-    return _setting[0] or not fast
+    return _setting[0] or not fast or _held.get()
 
 
 def set_exact(flag: bool | None) -> None:
-    """Take the exact path by default (True), the fast one (False), or what the environment says (None);
-    the registered matmul kernel's stated exactness follows."""
+    """Take the exact path by default (True), the fast one (False), or what the environment says (None),
+    in every thread; the registered matmul kernel's stated exactness follows."""
     _setting[0] = settings.env_flag("VERIGRAD_EXACT_GEMM", False) if flag is None else bool(flag)
     backend = _state["backend"]
     if backend is not None:
@@ -123,7 +128,7 @@ def set_exact(flag: bool | None) -> None:
 
 @contextlib.contextmanager
 def exact_mode(flag: bool = True) -> Iterator[None]:
-    """Take the exact path (or, with False, the fast one) by default inside the block."""
+    """Take the exact path (or, with False, the fast one) by default inside the block, in every thread."""
     before = _setting[0]
     set_exact(flag)
     try:
@@ -132,27 +137,17 @@ def exact_mode(flag: bool = True) -> Iterator[None]:
         set_exact(before)
 
 
-_held = {"count": 0, "before": False, "lock": threading.Lock()}
-
-
 @contextlib.contextmanager
 def exact_held() -> Iterator[None]:
-    """The exact path by default while any holder's block runs, in any thread (counted: the setting
-    before the first holder comes back when the last one leaves). A server's engine holds it, so that a
-    product's row has the same bits however many rows the step has (the fast path's OpenBLAS tiles
-    depend on the shape)."""
-    with _held["lock"]:
-        if _held["count"] == 0:
-            _held["before"] = _setting[0]
-            set_exact(True)
-        _held["count"] += 1
+    """The exact path by default in this thread while the block runs (other threads keep theirs). A
+    server's engine holds it, so that a product's row has the same bits however many rows the step has
+    (the fast path's OpenBLAS tiles depend on the shape), while a training loop or eager code in another
+    thread of the process keeps the fast path."""
+    token = _held.set(True)
     try:
         yield
     finally:
-        with _held["lock"]:
-            _held["count"] -= 1
-            if _held["count"] == 0:
-                set_exact(_held["before"])
+        _held.reset(token)
 
 
 # ---------------------------------------------------------------- the libraries
@@ -711,10 +706,10 @@ def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
 
 # eager_fast.c's FAST_MATMUL: the matmul kernel's calling convention (after _ffi's, rows.py's and
 # reduce.py's DIRECT_ kinds). eager_c = (DIRECT_MATMUL, vg_gemm's address, _plans, the dtype's number,
-# the backend, exact_default, (_setting, _state): what exact_default reads, read so in C): vg_eager looks
-# a plan up in _plans under the kernel's key and, where
-# it has a `direct` (address, shape), calls vg_gemm(address, a, b, c, backend.threads) on a new c of that
-# shape: the call the plan makes; anything else is the kernel's (a plan made there the first time).
+# the backend, exact_default, (_setting, _state, _held): what exact_default reads, read so in C): vg_eager
+# looks a plan up in _plans under the kernel's key and, where it has a `direct` (address, shape), calls
+# vg_gemm(address, a, b, c, backend.threads) on a new c of that shape: the call the plan makes; anything
+# else is the kernel's (a plan made there the first time).
 DIRECT_MATMUL = 9
 
 
@@ -739,7 +734,7 @@ def register(backend: Any, lib: Library) -> None:
             _state["gemv"][name] = ctypes.cast(gemv[0], ctypes.c_void_p).value
     _state["backend"] = backend
     _state["kernels"] = {name: _matmul_kernel(dtype, matmul_op.reference) for name, dtype in DTYPES.items()}
-    address, state = lib.address("vg_gemm"), (_setting, _state)
+    address, state = lib.address("vg_gemm"), (_setting, _state, _held)
     for name, kernel in _state["kernels"].items():
         kernel.eager_c = (DIRECT_MATMUL, address, _plans, DTYPES[name].num, backend, exact_default, state)
     _register_matmul(backend)

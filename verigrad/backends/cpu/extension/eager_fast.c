@@ -461,16 +461,23 @@ end:
 
 typedef int (*gemm_fn)(const void *, const void *, const void *, void *, int);
 
-/* a new reference to exact_default()'s value, read as it reads it where `state` = (_setting, _state):
- * _setting[0] where true, else not _state["fast"] once that is known; else exact_default() itself */
+/* a new reference to exact_default()'s value, read as it reads it where `state` = (_setting, _state,
+ * _held): _setting[0] or the thread's _held where true, else not _state["fast"] once that is known; else
+ * exact_default() itself */
 static PyObject *exact_flag(PyObject *exact_default, PyObject *state) {
-    if (PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 2 && PyList_CheckExact(PyTuple_GET_ITEM(state, 0)) &&
-        PyList_GET_SIZE(PyTuple_GET_ITEM(state, 0)) == 1 && PyDict_CheckExact(PyTuple_GET_ITEM(state, 1))) {
-        PyObject *setting = PyList_GET_ITEM(PyTuple_GET_ITEM(state, 0), 0);
+    if (PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 3 && PyList_CheckExact(PyTuple_GET_ITEM(state, 0)) &&
+        PyList_GET_SIZE(PyTuple_GET_ITEM(state, 0)) == 1 && PyDict_CheckExact(PyTuple_GET_ITEM(state, 1)) &&
+        PyContextVar_CheckExact(PyTuple_GET_ITEM(state, 2))) {
+        PyObject *setting = PyList_GET_ITEM(PyTuple_GET_ITEM(state, 0), 0), *held = NULL;
         if (PyBool_Check(setting) && setting == Py_True) return Py_NewRef(setting);
+        if (PyContextVar_Get(PyTuple_GET_ITEM(state, 2), NULL, &held) < 0) return NULL;
+        if (held == Py_True) return held; /* PyContextVar_Get gave a new reference */
+        int other = held == NULL || held == Py_False;
+        Py_XDECREF(held);
         PyObject *known = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 1), S_fast);
         if (known == NULL && PyErr_Occurred()) return NULL;
-        if (PyBool_Check(setting) && known != NULL && PyBool_Check(known)) return Py_NewRef(known == Py_True ? Py_False : Py_True);
+        if (other && PyBool_Check(setting) && known != NULL && PyBool_Check(known))
+            return Py_NewRef(known == Py_True ? Py_False : Py_True);
     }
     return PyObject_CallNoArgs(exact_default);
 }
