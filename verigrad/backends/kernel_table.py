@@ -139,6 +139,13 @@ class Backend:
         rows the call has (a server's batched steps). The reference's products already do."""
         yield
 
+    def write_rows(self, stores: list[np.ndarray], news: list[np.ndarray], at: np.ndarray) -> None:
+        """stores[p][b, :, at[b]] = news[p][b] for every pair p and row b < len(at): a batched step's new
+        keys and values (news [B, H, D]) into their cache rows (stores [B', H, A, D]), every layer's."""
+        rows = np.arange(len(at))
+        for store, new in zip(stores, news):
+            store[rows, :, at] = new
+
     def samples(self, op: str, rng: np.random.Generator) -> list[Any]:
         """Inputs (the ops' `Sample`s) the verification adds to `op`'s own for this backend's kernel:
         sizes from which the kernel takes another code path. None unless a backend says more."""

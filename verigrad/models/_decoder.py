@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd import no_grad
+from ..backends import get_backend
 from ..dtypes import u8
 from ..io.quantizers import quantize
 from ..ops import (
@@ -250,12 +251,11 @@ def commit(cache: KVCache, new: list[Tensor]) -> None:
 
 
 def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
-    """Write row i's new key and value (one token) at position lengths[i] of the cache's row i."""
-    rows = np.arange(len(lengths))
-    at = np.asarray(lengths)
-    for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
-        cache.keys[i][rows, :, at] = _stored(k.numpy()[:, :, 0], cache)
-        cache.values[i][rows, :, at] = _stored(v.numpy()[:, :, 0], cache)
+    """Write row i's new key and value (one token) at position lengths[i] of the cache's row i, every
+    layer's in one call of the active backend (`Backend.write_rows`)."""
+    news = [_stored(a.numpy()[:, :, 0], cache) for a in new]  # keys and values alternate per layer
+    stores = [store for pair in zip(cache.keys, cache.values) for store in pair]
+    get_backend().write_rows(stores, news, np.asarray(lengths, np.int64))
 
 
 @dataclass(frozen=True)

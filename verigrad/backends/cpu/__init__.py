@@ -297,6 +297,14 @@ class CpuBackend(Backend):
         with matmul.exact_held():
             yield
 
+    def write_rows(self, stores: list[np.ndarray], news: list[np.ndarray], at: np.ndarray) -> None:
+        """In one C call where the arrays' layouts allow (`movement.write_rows`; SmolLM2's 60 NumPy writes
+        took 0.7-0.9 ms of the engine's 30 ms step of 8 rows), else as every backend does."""
+        from . import movement
+
+        if not (self.load() and movement.write_rows(stores, news, at)):
+            super().write_rows(stores, news, at)
+
     def samples(self, op: str, rng: Any) -> list[Any]:
         """matmul: products that the fast path computes with its own kernels (matmul_avx512.c); the
         convolutions: operands that take the implicit path."""

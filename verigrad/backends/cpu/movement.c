@@ -138,3 +138,18 @@ typedef struct {
     }
 TAKE_GRAD(vg_take_grad_f32, float)
 TAKE_GRAD(vg_take_grad_f64, double)
+
+/* A batched step's new keys and values written into their cache rows, every layer in one call:
+ * stores[p][b, h, at[b], :] = news[p][b, h, :] for each pair p < pairs, b < geo[0], h < geo[1], as
+ * `row_bytes` = geo[2] bytes copied (the bits kept); geo[3..5] the stores' byte strides of b, h and the
+ * position (all stores share them), steps[2 p], steps[2 p + 1] news[p]'s of b and h. The caller checks the
+ * positions. */
+void vg_write_rows(int64_t pairs, char *const *stores, const char *const *news, const int64_t *steps,
+                   const int64_t *geo, const int64_t *at) {
+    const int64_t rows = geo[0], heads = geo[1], row_bytes = geo[2];
+    for (int64_t p = 0; p < pairs; p++)
+        for (int64_t b = 0; b < rows; b++)
+            for (int64_t h = 0; h < heads; h++)
+                memcpy(stores[p] + b * geo[3] + h * geo[4] + at[b] * geo[5],
+                       news[p] + b * steps[2 * p] + h * steps[2 * p + 1], (size_t)row_bytes);
+}

@@ -6,12 +6,15 @@ per layout, without NumPy's argument checks (a sum's gradient is broadcast so on
 registered for every dtype. `take_grad` (an embedding's gradient) adds g's slices into zeros at the
 positions idx names in C (the threads split the columns), in the order of idx as the reference's np.add.at
 adds them (the same bits;
-np.add.at took about 0.4 ms for the eager GPT's 128 rows of 64), f32 and f64."""
+np.add.at took about 0.4 ms for the eager GPT's 128 rows of 64), f32 and f64.
+`write_rows` copies a batched decode step's new keys and values into their cache rows, every layer's in
+one C call (`Backend.write_rows`)."""
 
 from __future__ import annotations
 
 import ctypes
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +30,8 @@ COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 _COPY_OUTER_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4 + [ctypes.c_int]
+_WRITE_ROWS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 5
+_state: dict[str, Any] = {"write_rows": None, "lib": None, "stores": None}
 
 
 def _contiguous(fn: Any, outer_fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
@@ -112,6 +117,7 @@ def register(backend: Any, lib: Library) -> None:
     REGISTRY["slice"].reference.eager_c = (_ffi.DIRECT_SLICE,)
     REGISTRY["concat"].reference.eager_c = (_ffi.DIRECT_CONCAT,)
     backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
+    _state["write_rows"], _state["lib"] = lib.fn("vg_write_rows", _WRITE_ROWS_ARGS), lib
     for name, dtype in _ffi.DTYPES.items():
         fn = lib.fn(f"vg_take_grad_{name}", _TAKE_GRAD_ARGS, ctypes.c_int)
         backend.register(
@@ -127,3 +133,63 @@ def register(backend: Any, lib: Library) -> None:
             lib.ptr,
         ),
     )
+
+
+def _store_addresses(stores: list[np.ndarray]) -> Any:
+    """(the stores' data addresses, their common layout) where they are writeable arrays of one shape [B, H,
+    A, D], strides and dtype with rows of D contiguous, else None; remembered for the same arrays (a
+    cache's, step after step: weak references, so that a cache that grows frees its old arrays)."""
+    seen = _state["stores"]  # one tuple, replaced whole: a thread reads a consistent one
+    if seen is not None and len(seen[0]) == len(stores) and all(r() is a for r, a in zip(seen[0], stores)):
+        return seen[1:]
+    store = stores[0]
+    layout = (store.shape, store.strides, store.dtype)
+    if (
+        any(type(a) is not np.ndarray for a in stores)
+        or store.ndim != 4
+        or store.strides[3] != store.itemsize
+    ):
+        return None
+    if any((a.shape, a.strides, a.dtype) != layout or not a.flags.writeable for a in stores):
+        return None
+    addresses = np.fromiter(map(_state["lib"].data, stores), np.int64, len(stores))
+    _state["stores"] = ([weakref.ref(a) for a in stores], addresses, layout)
+    return addresses, layout
+
+
+def write_rows(stores: list[np.ndarray], news: list[np.ndarray], at: np.ndarray) -> bool:
+    """stores[p][b, :, at[b]] = news[p][b] for every pair p and row b in one C call (movement.c's
+    vg_write_rows), where the stores [B', H, A, D] share a shape, strides and dtype with rows of D contiguous,
+    the news [B, H, D] are of their dtype (any strides, rows of D contiguous) and 0 <= at < A; False (nothing
+    written) else."""
+    fn, lib = _state["write_rows"], _state["lib"]
+    if fn is None or not stores or len(news) != len(stores) or type(at) is not np.ndarray:
+        return False
+    found = _store_addresses(stores)
+    if found is None:
+        return False
+    addresses, ((_, heads, positions, width), strides, dtype) = found
+    rows, item = len(at), dtype.itemsize
+    steps = []
+    for n in news:
+        if type(n) is not np.ndarray or n.shape != (rows, heads, width) or n.dtype != dtype:
+            return False
+        if width > 1 and n.strides[2] != item:
+            return False
+        steps += n.strides[:2]
+    if at.dtype != np.int64 or at.ndim != 1 or rows > stores[0].shape[0]:
+        return False
+    if rows and (at.min() < 0 or at.max() >= positions):
+        return False
+    at = np.ascontiguousarray(at)
+    geo = np.array([rows, heads, width * item, *strides[:3]], np.int64)
+    news_at = np.fromiter(map(lib.data, news), np.int64, len(news))
+    fn(
+        len(stores),
+        lib.ptr(addresses),
+        lib.ptr(news_at),
+        lib.ptr(np.array(steps, np.int64)),
+        lib.ptr(geo),
+        lib.ptr(at),
+    )
+    return True
