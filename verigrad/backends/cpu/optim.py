@@ -26,6 +26,11 @@ _SGD_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int6
 SGD_DECAY, SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV = 1, 2, 4, 8  # optim.c's flags
 
 
+def _rounded(settings: Any, dtype: np.dtype) -> np.ndarray:
+    """The settings (doubles) as the kernels read them: each rounded once to the dtype, as the ops do."""
+    return np.asarray(settings, dtype=np.float64).astype(dtype)
+
+
 def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, decoupled: bool) -> Callable:
     chunk = _ffi.min_chunk
     decay_mode = 2 if decoupled else 1  # optim.c's modes: 1 adds wd p to g, 2 scales p by 1 - lr wd first
@@ -35,7 +40,7 @@ def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, decoupled: bool
         it). False, with nothing written, when an array is not a contiguous one of the kernel's dtype."""
         if not all(_ffi.writable(a, p.shape, dtype) for a in (p, g, m, v)):
             return False
-        s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
+        s = _rounded(settings, dtype)
         mode = decay_mode if settings[1] else 0
         fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), mode, p.size, chunk(), backend.threads)
         return True
@@ -69,7 +74,7 @@ def _adam_all(fn: Any, dtype: np.dtype, backend: Any, lib: Library, decoupled: b
         arrays = np.array([data(a) for group in (params, grads, ms, vs) for a in group], np.int64)
         offsets = np.zeros(len(params) + 1, np.int64)
         np.cumsum([p.size for p in params], out=offsets[1:])
-        s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
+        s = _rounded(settings, dtype)
         mode = decay_mode if settings[1] else 0
         fn(ptr(arrays), ptr(offsets), len(params), ptr(s), mode, chunk(), backend.threads)
         return True
@@ -90,7 +95,7 @@ def _sgd(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
         state = (p, g) if buf is None else (p, g, buf)
         if not all(_ffi.writable(a, p.shape, dtype) for a in state):
             return False
-        s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
+        s = _rounded(settings, dtype)
         flags = SGD_DECAY * decay
         if buf is not None:
             flags |= SGD_MOMENTUM | SGD_FIRST * first | SGD_NESTEROV * nesterov
