@@ -20,7 +20,13 @@ from ...backends.kernel_table import Backend
 from ...dtypes import DType
 from ...eager import EAGER, EagerMode
 from ...ops import cross_entropy as cross_entropy_op
-from ...ops.composite.losses import KEPT, KEPT_LOCK, cross_entropy_step, cross_entropy_total
+from ...ops.composite.losses import (
+    KEPT,
+    KEPT_LOCK,
+    cross_entropy_grad,
+    cross_entropy_step,
+    cross_entropy_total,
+)
 from ...shapes import Spec
 from ...tensor import Tensor
 
@@ -78,7 +84,7 @@ def cross_entropy_kept(
     ):
         return None
     backend = active.get_backend()
-    if backend.native(cross_entropy_step, input.dtype) is None:
+    if not _pair_of_step(backend, input.dtype):
         return None
     params = {"reduction": reduction, "ignore_index": ignore_index}
     n, c = logits.shape
@@ -90,6 +96,17 @@ def cross_entropy_kept(
     with KEPT_LOCK:
         KEPT[node] = _Kept(both[: n * c].reshape(n, c), input.spec, backend)
     return loss
+
+
+def _pair_of_step(backend: Backend, dtype: DType) -> bool:
+    """Whether `backend` has the step kernel and its cross_entropy and cross_entropy_grad kernels are those
+    whose bits the step's results are (one module's: a kernel registered in place of either runs)."""
+    step = backend.native(cross_entropy_step, dtype)
+    home = getattr(step, "__module__", None)
+    return step is not None and all(
+        getattr(backend.native(op, dtype), "__module__", None) == home
+        for op in (cross_entropy_op, cross_entropy_grad)
+    )
 
 
 _ONES: dict[object, Tensor] = {}
