@@ -1,10 +1,12 @@
 """The element-wise and row-wise parts of the small GPT's training step (benchmarks/lm_train.py), one
 thread: GELU (exact, as the GPT's F.gelu) and layer norm forward and forward + backward on the step's
-shapes, a residual add, and causal attention (F.scaled_dot_product_attention, is_causal) forward and
-forward + backward at the small GPT's size (B 8, H 4, T 128, head 32) and the base one's (T 256, head
-64), q, k and v views of one projection, verigrad eager against PyTorch eager, calls alternating in one
-process (the machine's load moves both alike); milliseconds of CPU time, the median of `--repeats` calls
-each (`--only attention`: the parts whose name holds that word).
+shapes, a residual add, the loss (F.cross_entropy on the step's [1024, 4096] logits) forward + backward,
+AdamW's update of the small GPT's parameters (52 tensors, 1.3M numbers, weight decay 0.1), and causal
+attention (F.scaled_dot_product_attention, is_causal) forward and forward + backward at the small GPT's
+size (B 8, H 4, T 128, head 32) and the base one's (T 256, head 64), q, k and v views of one projection,
+verigrad eager against PyTorch eager, calls alternating in one process (the machine's load moves both
+alike); milliseconds of CPU time, the median of `--repeats` calls each (`--only attention`: the parts
+whose name holds that word).
 
     python benchmarks/lm_step_parts.py --repeats 30
 """
@@ -18,6 +20,15 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+
+def _gpt_shapes() -> list[tuple[int, ...]]:
+    """The shapes of the small GPT's parameters (benchmarks/lm_train.py's), the embedding tied to the head."""
+    from lm_train import SIZES, gpt
+
+    import verigrad
+
+    return [tuple(p.shape) for p in gpt(verigrad, SIZES["small"]).parameters()]
 
 
 def parts(torch: Any, convert: Callable) -> dict[str, Callable[[], Any]]:
@@ -46,6 +57,17 @@ def parts(torch: Any, convert: Callable) -> dict[str, Callable[[], Any]]:
 
         return call
 
+    logits = rng.standard_normal((1024, 4096)).astype(np.float32) * 0.5
+    targets = rng.integers(0, 4096, 1024)
+
+    def loss_backward() -> None:
+        F.cross_entropy(convert(logits).requires_grad_(True), convert(targets)).backward()
+
+    params = [convert(rng.standard_normal(s).astype(np.float32)) for s in _gpt_shapes()]
+    for p in params:
+        p.grad = convert(rng.standard_normal(p.shape).astype(np.float32) * 1e-3)
+    adamw = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1)
+
     def norm_backward() -> None:
         t, wt, bt = (convert(a).requires_grad_(True) for a in (x, w, b))
         F.layer_norm(t, (128,), wt, bt).backward(convert(gx))
@@ -56,6 +78,8 @@ def parts(torch: Any, convert: Callable) -> dict[str, Callable[[], Any]]:
         "layer_norm forward": lambda: F.layer_norm(convert(x), (128,), convert(w), convert(b)),
         "layer_norm forward + backward": norm_backward,
         "residual add": lambda: xa + xb,
+        "cross_entropy forward + backward": loss_backward,
+        "AdamW step": adamw.step,
         "attention T 128 forward": attention(8, 4, 128, 32, False),
         "attention T 128 forward + backward": attention(8, 4, 128, 32, True),
         "attention T 256 forward": attention(8, 4, 256, 64, False),

@@ -4,6 +4,9 @@ rounds).
 
   kernels  cross_entropy + cross_entropy_grad against cross_entropy_step + cross_entropy_total on
            `--rows` x `--classes` f32 logits (the small GPT's: 1024 x 4096), mean, ignore_index -100
+  eager    the eager loss and its backward on those logits: F.cross_entropy, which keeps the gradient
+           from the step kernel for loss.backward() (nn/functional/loss_step.py), against the
+           cross_entropy op, whose backward runs cross_entropy_grad
   steps    the small GPT's compiled training step (benchmarks/lm_train.py's) with the pass and without
 
     python benchmarks/loss_step.py
@@ -61,6 +64,29 @@ def kernels(args: argparse.Namespace) -> None:
     print(f"  one step / two kernels: {ms['one step'] / ms['two kernels']:.3f}")
 
 
+def eager(args: argparse.Namespace) -> None:
+    import verigrad
+    import verigrad.nn.functional as F
+
+    verigrad.set_threads(1)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((args.rows, args.classes)) * 0.5).astype(np.float32)
+    logits = verigrad.tensor(x, requires_grad=True)
+    target = verigrad.tensor(rng.integers(0, args.classes, args.rows))
+
+    def backward(loss_of: Any) -> None:
+        logits.grad = None
+        loss_of().backward()
+
+    ways = {
+        "the op": lambda: backward(lambda: verigrad.ops.cross_entropy(logits, target, ignore_index=-100)),
+        "F.cross_entropy": lambda: backward(lambda: F.cross_entropy(logits, target)),
+    }
+    ms = _alternate(ways, args.repeats, 10)
+    print("eager loss + backward: " + ", ".join(f"{w} {v:.2f} ms" for w, v in ms.items()))
+    print(f"  F.cross_entropy / the op: {ms['F.cross_entropy'] / ms['the op']:.3f}")
+
+
 def steps(args: argparse.Namespace) -> None:
     from verigrad.ir import passes
     from verigrad.ir.passes import loss_step
@@ -93,6 +119,7 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=4096)
     args = parser.parse_args()
     kernels(args)
+    eager(args)
     steps(args)
 
 

@@ -71,14 +71,19 @@ def _run(backend: str, make, np_dtype: type, threads: int) -> list[np.ndarray]:
 
 
 def _counting(monkeypatch, dtype: str, name: str = "adam") -> list:
+    """The shape of each parameter an update kernel of optimizer `name` takes, one by one or together (its
+    `name`_all kernel, where it has one)."""
     calls: list = []
-    kernel = cpu.cpu.optimizer_kernel(name, dtype)
+    for kernel_name in (name, f"{name}_all"):
+        kernel = cpu.cpu.optimizer_kernel(kernel_name, dtype)
+        if kernel is None:
+            continue
 
-    def counted(*args, **kwargs):
-        calls.append(args[0].shape)
-        return kernel(*args, **kwargs)
+        def counted(*args, kernel=kernel, together=kernel_name != name, **kwargs):
+            calls.extend([a.shape for a in args[0]] if together else [args[0].shape])
+            return kernel(*args, **kwargs)
 
-    monkeypatch.setitem(cpu.cpu._optimizers, (name, dtype), counted)
+        monkeypatch.setitem(cpu.cpu._optimizers, (kernel_name, dtype), counted)
     return calls
 
 
@@ -95,6 +100,50 @@ def test_optimizer_kernels_give_the_op_based_bits_over_20_steps(name, dtype, sma
         for k, (a, e) in enumerate(zip(actual, expected)):
             assert a.dtype == e.dtype and a.tobytes() == e.tobytes(), (threads, k)
     assert len(calls) == 3 * 20 * len(SHAPES)  # every update took the kernel
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "make", [lambda ps: AdamW(ps, lr=1e-2), lambda ps: Adam(ps, lr=1e-2, weight_decay=0.1)]
+)
+def test_adam_updates_a_groups_parameters_together_where_they_are_at_one_step(
+    make, small_chunks, monkeypatch
+):
+    """One call over the group's parameters with gradients; one by one where their steps differ (a
+    parameter left without a gradient for a step) or their dtypes do; the bits of the op-based update."""
+    # parameter 1 starts a thread's chunk (the small chunks' 64 elements) on 2 and 3 threads
+    shapes, dtypes = [(5,), (70, 3), (0,), (9,)], [np.float32, np.float32, np.float32, np.float64]
+    with_grads = [[0, 1, 2], [0, 2], [0, 1, 2], [0, 1, 2, 3]]  # at each step
+    together: list = []  # the parameter counts of the calls over many
+    for name in ("adam_all", "adamw_all"):
+        kernel = cpu.cpu.optimizer_kernel(name, "f32")
+        monkeypatch.setitem(
+            cpu.cpu._optimizers, (name, "f32"), lambda *a, k=kernel: together.append(len(a[0])) or k(*a)
+        )
+    results = {}
+    for backend, threads in (("reference", 1), ("cpu", 1), ("cpu", 2), ("cpu", 3)):
+        verigrad.set_threads(threads)
+        rng = np.random.default_rng(2)
+        params = [
+            verigrad.tensor(rng.standard_normal(s).astype(d)).requires_grad_() for s, d in zip(shapes, dtypes)
+        ]
+        opt = make(params)
+        history = []
+        with verigrad.backend(backend):
+            for which in with_grads:
+                for i, p in enumerate(params):
+                    p.grad = (
+                        verigrad.tensor(rng.standard_normal(p.shape).astype(dtypes[i]))
+                        if i in which
+                        else None
+                    )
+                opt.step()
+                history += [p.numpy().tobytes() for p in params]
+        results[backend, threads] = history
+    verigrad.set_threads(1)
+    assert together == [3, 2] * 3  # the third step's differ (parameter 1 missed one), the fourth's dtypes too
+    for threads in (1, 2, 3):
+        assert results["cpu", threads] == results["reference", 1], threads
 
 
 @needs_cc

@@ -1,8 +1,8 @@
 """Adam and AdamW, with PyTorch's bias-corrected update (and its order of operations).
 
 The update is written in ops (so a traced step shows it); in eager mode on a backend with an Adam kernel
-(the cpu backend's, see verigrad/backends/cpu/optim.c) each parameter is updated by one kernel call that
-gives the same bits.
+(the cpu backend's, see verigrad/backends/cpu/optim.c) a group's parameters are updated by one kernel call
+over all of them (one by one where their step counts or dtypes differ) that gives the same bits.
 """
 
 from __future__ import annotations
@@ -87,6 +87,27 @@ class Adam(Optimizer):
         if not self._fused_update(p, g, group, state):
             self._op_update(p, g, group, state)
 
+    def update_all(self, params: list[Tensor], group: Hyperparameters) -> bool:
+        """The backend's Adam kernel over all `params` in one parallel pass, eagerly, where it has one and
+        every parameter is of one dtype and at the same step (the bits of `update` on each)."""
+        if not params or group["amsgrad"] or group.get("maximize") or type(self).update is not Adam.update:
+            return False  # (a subclass's own update: one by one)
+        name = "adamw_all" if group["decoupled_weight_decay"] else "adam_all"
+        kernel, dtype = fused_kernel(name, params[0]), params[0].dtype
+        slots = [self._slots[id(p)] for p in params]
+        step = slots[0]["step"].payload
+        if kernel is None or any(
+            p.dtype is not dtype or s["step"].payload != step for p, s in zip(params, slots)
+        ):
+            return False
+        settings = self._settings(group, float(step + 1))  # the step as counted below, in its dtype
+        payloads = [[p.payload for p in params], [p.grad.payload for p in params]]
+        payloads += [[s[key].payload for s in slots] for key in ("exp_avg", "exp_avg_sq")]
+        if not kernel(*payloads, settings):
+            return False
+        self.count_all(params)
+        return True
+
     def _fused_update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> bool:
         """The backend's whole-vector Adam kernel, in eager mode when it has one: the op-based update's
         settings computed the same way in f64 (rounded to the dtype by the kernel), then one pass."""
@@ -94,10 +115,17 @@ class Adam(Optimizer):
         kernel = None if group["amsgrad"] else fused_kernel("adamw" if decoupled else "adam", p)
         if kernel is None:
             return False
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        settings = self._settings(group, state["step"].item())
+        return bool(kernel(p.payload, g.payload, m.payload, v.payload, settings))
+
+    @staticmethod
+    def _settings(group: Hyperparameters, step: float) -> list:
+        """The kernels' settings at step `step` (optim.c's order), in f64 as the op-based update's."""
         beta1, beta2 = group["betas"]
         lr, wd = float(group.lr.item()), group["weight_decay"]
-        t = np.float64(state["step"].item())
-        settings = [
+        t = np.float64(step)
+        return [
             1 - lr * wd,
             wd,
             1 - beta1,
@@ -107,8 +135,6 @@ class Adam(Optimizer):
             group["eps"],
             -(lr / (1 - np.power(beta1, t))),
         ]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        return bool(kernel(p.payload, g.payload, m.payload, v.payload, settings))
 
     def _op_update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
         beta2 = group["betas"][1]

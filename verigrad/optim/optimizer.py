@@ -386,6 +386,8 @@ class Optimizer(OptimizerHooks):
                 mode.read_flag(group, "_traced_settings")
         _count(self._steps, eager)
         for group in self.param_groups:
+            if eager and self.update_all([p for p in group["params"] if p.grad is not None], group):
+                continue
             for p in group["params"]:
                 if p.grad is not None:
                     state = self._slots[id(p)]
@@ -399,6 +401,19 @@ class Optimizer(OptimizerHooks):
 
     def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
         raise NotImplementedError
+
+    def update_all(self, params: list[Tensor], group: Hyperparameters) -> bool:
+        """Eagerly, one update of every parameter of `params` (each with a gradient) at once, each one's
+        step counted and its memory's write noted, as `step` does one by one; False, with nothing done,
+        where this optimizer does not (the default: `step` updates them one by one)."""
+        return False
+
+    def count_all(self, params: list[Tensor]) -> None:
+        """What `step` does for each parameter besides its update, for `update_all`: its step counted,
+        its memory's write noted."""
+        for p in params:
+            _count(self._slots[id(p)]["step"], True)
+            versions.note_write(p.payload)
 
     # state dict -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

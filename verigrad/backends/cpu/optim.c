@@ -6,6 +6,10 @@
  * Adam: mode 0: no weight decay; 1: g += p * wd (Adam); 2: p *= decay before the step (AdamW).
  * s = {decay, wd, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^t), eps, -lr / (1 - beta1^t)}
  * vg_adam_<dtype>(p, g, m, v, s, mode, n, min_chunk, threads).
+ * vg_adam_all_<dtype>(arrays, offsets, count, s, mode, min_chunk, threads): the same update of `count`
+ * parameters with the same settings in one parallel pass over all their elements: `arrays` holds the
+ * addresses of the count p's, then the g's, the m's and the v's; parameter k's elements are
+ * [offsets[k], offsets[k + 1]) of the whole. Each element's operations are vg_adam's, so the bits are too.
  *
  * SGD: flags SGD_DECAY (g += p * wd), SGD_MOMENTUM (b = momentum b + (1 - dampening) g, or g at the first
  * step, SGD_FIRST; then g = b), SGD_NESTEROV (g += momentum b instead); p += g * (-lr).
@@ -59,6 +63,47 @@ typedef struct {
 
 ADAM(float, f32, sqrtf)
 ADAM(double, f64, sqrt)
+
+typedef struct {
+    const int64_t *arrays, *offsets;
+    int64_t count;
+    const void *s;
+    int mode;
+} vg_adam_all_args;
+
+/* the parameter holding element `i` of the whole: the last k with offsets[k] <= i */
+static int64_t adam_holder(const int64_t *offsets, int64_t count, int64_t i) {
+    int64_t lo = 0, hi = count - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (offsets[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+#define ADAM_ALL(T, SUF)                                                                      \
+    static void adam_all_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                   \
+        const vg_adam_all_args *a = (const vg_adam_all_args *)ctx;                            \
+        const int64_t *at = a->arrays, *off = a->offsets, count = a->count;                  \
+        for (int64_t k = adam_holder(off, count, lo); lo < hi && k < count; k++) {            \
+            int64_t end = off[k + 1] < hi ? off[k + 1] : hi;                                  \
+            vg_adam_args one = {(void *)at[k], (const void *)at[count + k], (void *)at[2 * count + k], \
+                                (void *)at[3 * count + k], a->s, a->mode};                    \
+            if (end > lo) adam_##SUF##_chunk(&one, lo - off[k], end - off[k]);                \
+            lo = end;                                                                         \
+        }                                                                                     \
+    }                                                                                         \
+    void vg_adam_all_##SUF(const int64_t *arrays, const int64_t *offsets, int64_t count, const T *s, \
+                           int mode, int64_t min_chunk, int threads) {                        \
+        vg_adam_all_args a = {arrays, offsets, count, s, mode};                               \
+        if (count > 0) vg_parallel_for(offsets[count], min_chunk, threads, adam_all_##SUF##_chunk, &a); \
+    }
+
+ADAM_ALL(float, f32)
+ADAM_ALL(double, f64)
 
 enum { SGD_DECAY = 1, SGD_MOMENTUM = 2, SGD_FIRST = 4, SGD_NESTEROV = 8 };
 

@@ -161,37 +161,42 @@ def _targets(target: Any) -> np.ndarray | None:
     return target
 
 
-def _total(k: _Rows) -> Callable:
-    """The rows' losses reduced as the reference reduces them (NumPy's pairwise sum in double, rounded
-    once; a mean over the rows kept, in the dtype), in C; a NaN's bits depend on NumPy's order: its own
-    kernels then (C says so, so that a replay of the call stops there too), the result an array as on any
-    other input."""
+def _cross_entropy_total(k: _Rows, fallback: Callable) -> Callable:
+    """cross_entropy_total's kernel, which cross_entropy's reduces its rows' losses with: the losses reduced
+    as the reference reduces them (NumPy's pairwise sum in double, rounded once; a mean over the rows kept,
+    in the dtype), in C; a NaN's bits depend on NumPy's order: its own kernels then (C says so, so that a
+    replay of the call stops there too), the result an array as on any other input."""
     total = k.fn("xent_total", _XENT_TOTAL_ARGS, ctypes.c_int)
     dtype = from_numpy_dtype(k.dtype)
     reduce = {
         op.name: silenced(op.fast(dtype, (dtype,), axis=(0,), keepdim=False)) for op in (reduce_sum, mean)
     }
 
-    def reduced(nll: np.ndarray, targets: np.ndarray, reduction: str, ignore_index: int | None) -> np.ndarray:
+    def kernel(
+        nll: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
+    ) -> np.ndarray:
+        losses, targets = k.rows_of(nll), _targets(target)
+        if losses is None or targets is None:
+            return fallback(nll, target, reduction=reduction, ignore_index=ignore_index)
         if reduction == "none":
-            return nll
+            return losses
         out = np.empty((), k.dtype)
         mean_, ignoring, ignore = reduction == "mean", ignore_index is not None, ignore_index or 0
         if not total(
-            k.ptr(nll), k.ptr(targets), nll.shape[0], k.block, int(mean_), ignoring, ignore, k.ptr(out)
+            k.ptr(losses), k.ptr(targets), losses.shape[0], k.block, int(mean_), ignoring, ignore, k.ptr(out)
         ):
             return out
         if not (mean_ and ignoring):
-            return np.asarray(reduce[reduction](nll))
+            return np.asarray(reduce[reduction](losses))
         with np.errstate(all="ignore"):  # all rows ignored: 0 / 0, NaN as the reference's
-            return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
+            return np.asarray(reduce["sum"](losses) / k.dtype.type(np.count_nonzero(targets != ignore)))
 
-    return reduced
+    return kernel
 
 
-def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
+def _cross_entropy(k: _Rows, fallback: Callable, total: Callable) -> Callable:
+    """cross_entropy's kernel: the rows' losses, reduced by `total` (cross_entropy_total's kernel)."""
     fn = k.fn("xent", _XENT_ARGS, ctypes.c_int)
-    reduced = _total(k)
 
     def kernel(
         logits: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
@@ -205,21 +210,7 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
         args = (n, c, k.block, ignoring, ignore, k.min_rows(c), k.backend.threads)
         if fn(k.ptr(rows), k.ptr(targets), k.ptr(nll), *args):
             raise out_of_range(target, c, "cross_entropy", "target", ignore_index)
-        return reduced(nll, targets, reduction, ignore_index)
-
-    return kernel
-
-
-def _cross_entropy_total(k: _Rows, fallback: Callable) -> Callable:
-    reduced = _total(k)
-
-    def kernel(
-        nll: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
-    ) -> np.ndarray:
-        losses, targets = k.rows_of(nll), _targets(target)
-        if losses is None or targets is None:
-            return fallback(nll, target, reduction=reduction, ignore_index=ignore_index)
-        return reduced(losses, targets, reduction, ignore_index)
+        return total(nll, targets, reduction, ignore_index)
 
     return kernel
 
@@ -329,13 +320,14 @@ def _weight_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
 def register(backend: Any, lib: Library) -> None:
     for dtype_name in DTYPES:
         k = _Rows(lib, dtype_name, backend)
+        total = _cross_entropy_total(k, composite_reference(cross_entropy_total))
         kernels = {
             "softmax": _softmax(k, False, composite_reference(softmax)),
             "log_softmax": _softmax(k, True, composite_reference(log_softmax)),
-            "cross_entropy": _cross_entropy(k, composite_reference(cross_entropy)),
+            "cross_entropy": _cross_entropy(k, composite_reference(cross_entropy), total),
             "cross_entropy_grad": _cross_entropy_grad(k, composite_reference(cross_entropy_grad)),
             "cross_entropy_step": _cross_entropy_grad(k, composite_reference(cross_entropy_step), True),
-            "cross_entropy_total": _cross_entropy_total(k, composite_reference(cross_entropy_total)),
+            "cross_entropy_total": total,
             "layer_norm": _layer_norm(k, composite_reference(layer_norm)),
             "rms_norm": _rms_norm(k, composite_reference(rms_norm)),
             "layer_norm_grad": _norm_grad(k, True, composite_reference(layer_norm_grad)),

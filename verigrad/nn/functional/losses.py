@@ -25,6 +25,7 @@ from ...shapes import shape_text
 from ...tensor import Tensor, describe
 from .activations import log_softmax, logsigmoid
 from .distance import pairwise_distance
+from .loss_step import cross_entropy_kept
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -164,7 +165,11 @@ def cross_entropy(
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing, classes)
     _constant_weights("cross_entropy", weight=weight)
     if weight is None and not label_smoothing and input.ndim == 2:
-        # the cross_entropy op: one kernel forward and one backward, which check the targets
+        # the cross_entropy op: one kernel forward and one backward, which check the targets (eagerly, where
+        # the logits require grad: both from one pass, loss_step.py)
+        kept = cross_entropy_kept(input, target, reduction, ignore_index)
+        if kept is not None:
+            return kept
         return ops.cross_entropy(input, target, reduction=reduction, ignore_index=ignore_index)
     checked = _class_targets("cross_entropy", target, classes, ignore_index)
     log_p = log_softmax(input, 1)

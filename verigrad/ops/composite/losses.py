@@ -13,6 +13,11 @@ those losses: what a compiled step holding both runs (ir/passes/loss_step.py).
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ...dtypes import DType
@@ -117,7 +122,21 @@ def _grad(logits, target, g, reduction: str, ignore_index: int | None = None):
     return where(_kept(target, ignore_index).reshape(target.shape[0], 1), grad, 0.0)
 
 
+# A node's gradient computed by its forward for an incoming gradient of 1 (nn.functional's eager loss
+# step, nn/functional/loss_step.py): a function of the incoming gradient giving it, or None where it does
+# not stand for cross_entropy_grad's; taken once (a second pass through a retained graph runs the op)
+KEPT: weakref.WeakKeyDictionary[Any, Callable[[Any], Any]] = weakref.WeakKeyDictionary()
+KEPT_LOCK = threading.Lock()
+
+
 def _vjp(g, out, logits, target, reduction: str, ignore_index: int | None = None):
+    node = getattr(out, "_node", None) if KEPT else None
+    if node is not None:
+        with KEPT_LOCK:
+            kept = KEPT.pop(node, None)
+        grad = None if kept is None else kept(g)
+        if grad is not None:
+            return (grad, None)
     return (cross_entropy_grad(logits, target, g, reduction=reduction, ignore_index=ignore_index), None)
 
 
