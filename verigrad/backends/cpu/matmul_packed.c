@@ -40,7 +40,7 @@
 /* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows @ the panel's kc
  * rows (bp, PANEL_N floats a row, 64-byte aligned), times scale; returns whether `check` found an
  * infinity or a NaN in what it stored. */
-#define PACKED_BLOCK(LAYOUT, R, V)                                                                          \
+#define PACKED_BLOCK(LAYOUT, AHEAD, R, V)                                                                   \
     PACKED_FN static int packed_##LAYOUT##_##R##x##V(const float *a, int64_t lda, const float *bp, int64_t kc, \
                                                      float *c, int64_t ldc, int from_c, float scale,        \
                                                      __mmask16 last, int check, int stream) {               \
@@ -53,19 +53,21 @@
             _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                             \
             _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                             \
                 _mm_prefetch((const char *)(c + q * ldc + 16 * v), _MM_HINT_ET0);                           \
-        for (int64_t p = 0; p < kc; p++) {                                                                  \
-            __m512 bv[V];                                                                                   \
-            if (p % 16 == 0) /* the next tile's rows of a */                                                \
-                _Pragma("GCC unroll 8") for (int q = 0; q < TILE_M; q++)                                    \
-                    _mm_prefetch((const char *)&LAYOUT(q + TILE_M, p + 16), _MM_HINT_T0);                   \
-            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                           \
-                bv[v] = _mm512_load_ps(bp + p * PANEL_N + 16 * v);                                          \
-                KEEP_IN_REGISTER(bv[v]);                                                                    \
-            }                                                                                               \
-            _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                           \
-                __m512 av = _mm512_set1_ps(LAYOUT(q, p));                                                   \
-                _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                         \
-                    acc[q][v] = _mm512_fmadd_ps(av, bv[v], acc[q][v]);                                      \
+        for (int64_t p0 = 0; p0 < kc; p0 += 16) { /* the prefetches outside the steps' loop */              \
+            _Pragma("GCC unroll 8") for (int q = 0; q < TILE_M; q++) /* the next tile's rows of a */        \
+                _mm_prefetch((const char *)&LAYOUT(q + TILE_M, p0 + 16), _MM_HINT_T0);                      \
+            for (int64_t p = p0, p1 = imin(p0 + 16, kc); p < p1; p++) {                                     \
+                __m512 bv[V];                                                                               \
+                if (AHEAD) _mm_prefetch((const char *)&LAYOUT(0, p + AHEAD), _MM_HINT_T0);                  \
+                _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                       \
+                    bv[v] = _mm512_load_ps(bp + p * PANEL_N + 16 * v);                                      \
+                    KEEP_IN_REGISTER(bv[v]);                                                                \
+                }                                                                                           \
+                _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                       \
+                    __m512 av = _mm512_set1_ps(LAYOUT(q, p));                                               \
+                    _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                     \
+                        acc[q][v] = _mm512_fmadd_ps(av, bv[v], acc[q][v]);                                  \
+                }                                                                                           \
             }                                                                                               \
         }                                                                                                   \
         __mmask16 bad = 0;                                                                                  \
@@ -82,14 +84,16 @@
         }                                                                                                   \
         return bad != 0;                                                                                    \
     }
-#define PACKED_BLOCKS(LAYOUT, R)                                                                            \
-    PACKED_BLOCK(LAYOUT, R, 1) PACKED_BLOCK(LAYOUT, R, 2) PACKED_BLOCK(LAYOUT, R, 3) PACKED_BLOCK(LAYOUT, R, 4)
-#define PACKED_LAYOUT(LAYOUT)                                                                               \
-    PACKED_BLOCKS(LAYOUT, 1)                                                                                \
-    PACKED_BLOCKS(LAYOUT, 2)                                                                                \
-    PACKED_BLOCKS(LAYOUT, 3) PACKED_BLOCKS(LAYOUT, 4) PACKED_BLOCKS(LAYOUT, 5) PACKED_BLOCKS(LAYOUT, 6)
-PACKED_LAYOUT(A_ROWS)
-PACKED_LAYOUT(A_COLS)
+#define PACKED_BLOCKS(LAYOUT, AHEAD, R)                                                                     \
+    PACKED_BLOCK(LAYOUT, AHEAD, R, 1)                                                                       \
+    PACKED_BLOCK(LAYOUT, AHEAD, R, 2) PACKED_BLOCK(LAYOUT, AHEAD, R, 3) PACKED_BLOCK(LAYOUT, AHEAD, R, 4)
+#define PACKED_LAYOUT(LAYOUT, AHEAD)                                                                        \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 1)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 2)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 3)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 4) PACKED_BLOCKS(LAYOUT, AHEAD, 5) PACKED_BLOCKS(LAYOUT, AHEAD, 6)
+PACKED_LAYOUT(A_ROWS, 0)
+PACKED_LAYOUT(A_COLS, 16) /* a transposed a: each step of k on another line, the next ones prefetched */
 
 typedef int (*packed_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t, int, float, __mmask16,
                          int, int);
