@@ -245,7 +245,8 @@ static void compute_chunk(void *ctx, int64_t lo, int64_t hi) {
     int bad = 0;
     for (int64_t u = lo; u < hi; u++) {
         int64_t r = s->packed ? u % s->row_units : 0, t = s->packed ? u / s->row_units : u;
-        int64_t i0 = s->packed ? r * s->mb : 0, i1 = s->packed ? imin(i0 + s->mb, g->m) : g->m;
+        int64_t tiles = cdiv(g->m, TILE_M), i0 = s->packed ? r * tiles / s->row_units * TILE_M : 0;
+        int64_t i1 = s->packed ? imin((r + 1) * tiles / s->row_units * TILE_M, g->m) : g->m;
         int64_t q0 = t * s->panels / s->strips, q1 = (t + 1) * s->panels / s->strips;
         bad |= packed_unit(s, i0, i1, q0, q1, bbuf, abuf);
     }
@@ -282,22 +283,22 @@ static void give_memory(float *memory, int kept_one) {
         free(memory);
 }
 
-/* The rows of a work unit for a c of m rows: as few units as UNIT_M allows, made an even count (two threads
- * then take the same number: 11 units of 96 rows for 1024 left one thread 576 rows and the other 448),
- * their rows as even as multiples of TILE_M make them. */
-static int64_t unit_rows(int64_t m) {
+/* The row units of a c of m rows: as few as UNIT_M rows a unit allows, made an even count (two threads
+ * then take the same number: 11 units of 96 rows for 1024 left one thread 576 rows and the other 448);
+ * unit r is tiles [r T / units, (r + 1) T / units) of the T tiles of TILE_M rows (units of one size
+ * had left the last short: 1024 rows in 11 units of 90 and one of 34 gave the threads 540 and 484). */
+static int64_t row_unit_count(int64_t m) {
     int64_t units = cdiv(m, UNIT_M);
-    if (units > 1 && units % 2) units++;
-    return imin(UNIT_M, cdiv(cdiv(m, units), TILE_M) * TILE_M);
+    return units > 1 && units % 2 ? units + 1 : units;
 }
 
 /* The blocks of k are a multiple of src->depth deep (whole blocks of a quantized b^T's rows), which leaves
  * every element's FMA chain as it is. */
 static int packed_gemm(blas_job *g, int64_t batch, int threads, const vg_panel_source *src) {
     int64_t blocks = cdiv(g->k, BLOCK_K), depth = src ? src->depth : 1;
-    packed_job s = {.g = g, .kb = cdiv(cdiv(g->k, blocks), depth) * depth, .mb = unit_rows(g->m),
+    packed_job s = {.g = g, .kb = cdiv(cdiv(g->k, blocks), depth) * depth, .row_units = row_unit_count(g->m),
                     .panels = cdiv(g->n, PANEL_N), .src = src};
-    s.row_units = cdiv(g->m, s.mb);
+    s.mb = cdiv(cdiv(g->m, TILE_M), s.row_units) * TILE_M; /* the most rows of a unit */
     s.strips = cdiv(s.panels, UNIT_PANELS);
     /* b packed first, once, where it is no larger than a; else each unit packs its strip, block by block */
     int64_t packed_size = g->m >= g->n ? g->k * s.panels * PANEL_N : 0;
