@@ -178,20 +178,24 @@ static void pack_chunk(void *ctx, int64_t lo, int64_t hi) {
     pack_panels(s, lo, hi, 0, s->g->k, s->packed + lo * s->g->k * PANEL_N, s->g->k * PANEL_N);
 }
 
-/* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) packed as
- * BLIS packs a: a panel of TILE_M rows after another, each k-major (TILE_M floats a step of k). Read in
- * place, a tile's steps of k were each on another cache line, and a work unit's block of a filled L1. */
+/* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) copied
+ * together: step p of k at dst + p * a_stride(rows), read by the kernel as a transposed a of that row
+ * stride. Read in place, each step of k of a long row (a head's weight gradient g^T x: 16 KiB) was on
+ * another page, and the hardware prefetcher followed none. (Packed as BLIS packs a, TILE_M rows after
+ * TILE_M rows, the copy took 16 masked copies per 96 floats: the head's g^T x 5-8% slower.) */
 #define PACK_A_MIN_LDA 1024
 #define PACK_A_AHEAD 8 /* steps of k */
+
+static int64_t a_stride(int64_t rows) { return cdiv(rows, 16) * 16; }
 
 PACKED_FN static void pack_a_columns(const float *a, int64_t lda, int64_t rows, int64_t kc, float *dst) {
     for (int64_t p = 0; p < kc; p++) {
         if (p + PACK_A_AHEAD < kc) /* the rows are pages apart: no hardware prefetcher follows them */
             for (int64_t t = 0; t < rows; t += 16)
                 _mm_prefetch((const char *)(a + (p + PACK_A_AHEAD) * lda + t), _MM_HINT_T0);
-        for (int64_t t = 0; t < rows; t += TILE_M) {
-            __mmask16 width = (__mmask16)((1u << imin(TILE_M, rows - t)) - 1);
-            _mm512_mask_storeu_ps(dst + t * kc + p * TILE_M, width, _mm512_maskz_loadu_ps(width, a + p * lda + t));
+        for (int64_t t = 0; t < rows; t += 16) {
+            __mmask16 width = (__mmask16)((1u << imin(16, rows - t)) - 1);
+            _mm512_mask_storeu_ps(dst + p * a_stride(rows) + t, width, _mm512_maskz_loadu_ps(width, a + p * lda + t));
         }
     }
 }
@@ -209,11 +213,11 @@ PACKED_FN static int packed_unit(const packed_job *s, int64_t i0, int64_t i1, in
         const float *panels = s->packed ? s->packed + q0 * stride + p0 * PANEL_N : bbuf;
         if (!s->packed) pack_panels(s, q0, q1, p0, kc, bbuf, stride);
         for (int64_t r0 = i0; r0 < i1; r0 += s->mb) {
-            int64_t r1 = imin(r0 + s->mb, i1), lda = pack_a ? TILE_M : g->lda, step = cols_layout ? 1 : lda;
+            int64_t r1 = imin(r0 + s->mb, i1), lda = g->lda, step = cols_layout ? 1 : lda;
             const float *a = cols_layout ? s->a + r0 + p0 * lda : s->a + r0 * lda + p0;
             if (pack_a) {
-                pack_a_columns(s->a + r0 + p0 * g->lda, g->lda, r1 - r0, kc, abuf);
-                a = abuf, step = kc;
+                pack_a_columns(a, lda, r1 - r0, kc, abuf);
+                a = abuf, lda = a_stride(r1 - r0);
             }
             for (int64_t q = q0; q < q1; q++) {
                 int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
@@ -302,7 +306,8 @@ static int packed_gemm(blas_job *g, int64_t batch, int threads, const vg_panel_s
     s.strips = cdiv(s.panels, UNIT_PANELS);
     /* b packed first, once, where it is no larger than a; else each unit packs its strip, block by block */
     int64_t packed_size = g->m >= g->n ? g->k * s.panels * PANEL_N : 0;
-    s.scratch_size = cdiv(s.kb * (PANEL_N * UNIT_PANELS + s.mb), 16) * 16; /* a chunk's b block, a block */
+    /* a chunk's b block, a block */
+    s.scratch_size = cdiv(s.kb * (PANEL_N * UNIT_PANELS + a_stride(s.mb)), 16) * 16;
     int64_t slots = imax(1, threads);
     int kept_one;
     float *memory = take_memory(sizeof(float) * (size_t)(packed_size + slots * s.scratch_size), &kept_one);
