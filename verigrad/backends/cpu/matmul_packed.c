@@ -2,13 +2,13 @@
  *
  * c = alpha * a @ b (beta 0: c written directly, never cleared first) or c + a @ b, for every layout of a
  * and b that BLAS takes: b is packed once into panels of PANEL_N columns, k-major (a transposed b, an
- * nn.Linear's W^T, by 8x8 transposes), so that the micro-kernel reads it with aligned loads whatever its
- * layout; a is read in place (its rows along k, or a transposed a's columns, a weight gradient's g^T),
- * an element broadcast per row and step of k. The micro-kernel keeps a tile of up to TILE_M rows x
+ * nn.Linear's W^T, by 16 x 16 transposes), so that the micro-kernel reads it with aligned loads whatever
+ * its layout; a is read in place (its rows along k, or a transposed a's columns, a weight gradient's g^T,
+ * copied first where its rows are long), an element broadcast per row and step of k. The micro-kernel keeps a tile of up to TILE_M rows x
  * PANEL_N columns of c in 24 vectors and adds to it the outer product of a column of a's rows and a row
  * of the panel at each step of k; k goes in blocks of at most BLOCK_K (a panel's block, 32 KiB, stays in
  * L1 for all the rows of a work unit), the sums kept in c between blocks (exactly: they are f32).
- * Work units are a batch item's blocks of at most UNIT_M rows x UNIT_PANELS panels. Each element of c is
+ * Work units are a batch item's blocks of about UNIT_M rows x UNIT_PANELS panels. Each element of c is
  * one chain of FMAs in increasing k, from 0 (or c), times alpha at the end: its bits depend on neither
  * the blocks, the units nor the thread count. With `check` (beta 0), the last block's tiles are tested
  * for infinities and NaNs while in registers.
