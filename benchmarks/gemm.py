@@ -15,6 +15,13 @@ The second table: the cost of one call on tiny products (an MLP layer at batch 6
 product, 64^3 with b plain and transposed), where the per-call overhead is most of the time: the minimum
 over repetitions of the mean microseconds per call, NumPy's matmul, verigrad's matmul (the function the
 cpu backend's kernel calls) and its exact path.
+
+    python benchmarks/gemm.py --training [--repeat 7] [--threads 1 2]
+
+The training steps' products instead (benchmarks/lm_train.py's small GPT: x @ W^T, g @ W and g^T x of
+each layer's qkv, proj, up and down and of the head; the LoRA step's x @ W^T and g @ W at 256 rows):
+verigrad's fast path against PyTorch's torch.matmul (MKL), the two in turn, GFLOP/s from the median
+time: the calling thread's CPU time on one thread (the machine's other load aside), wall time on more.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import console, ms_in_turns, table
+from _common import console, ensure_torch, ms_in_turns, table
 from rich.table import Table
 
 import verigrad
@@ -121,17 +128,82 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
     return out
 
 
+def training_products() -> list[tuple[str, int, int, int, str]]:
+    """(label, m, k, n, transposed) of the small GPT's products (1024 tokens, width 128, vocabulary 4096)
+    and the LoRA step's (256 tokens; SmolLM2-135M's widths)."""
+    cases = []
+    for name, (n, k) in {"qkv": (384, 128), "proj": (128, 128), "up": (512, 128), "down": (128, 512)}.items():
+        cases += [
+            (f"{name} x W^T", 1024, k, n, "b"),
+            (f"{name} g W", 1024, n, k, ""),
+            (f"{name} g^T x", n, 1024, k, "a"),
+        ]
+    cases += [
+        ("head x W^T", 1024, 128, 4096, "b"),
+        ("head g W", 1024, 4096, 128, ""),
+        ("head g^T x", 4096, 1024, 128, "a"),
+    ]
+    for name, (n, k) in {
+        "qkv": (960, 576),
+        "o": (576, 576),
+        "gate_up": (3072, 576),
+        "down": (576, 1536),
+    }.items():
+        cases += [(f"LoRA {name} x W^T", 256, k, n, "b"), (f"LoRA {name} g W", 256, n, k, "")]
+    return cases
+
+
+def training_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
+    torch = ensure_torch()
+    out = table(
+        "f32 training products: GFLOP/s (median), ratio to PyTorch's (torch.matmul) time",
+        ["threads", "product", "M x K x N", "verigrad", "PyTorch", "PyTorch time / ours"],
+    )
+    for n_threads in threads:
+        verigrad.set_threads(n_threads)
+        torch.set_num_threads(n_threads)
+        clock = time.thread_time if n_threads == 1 else time.perf_counter
+        for label, m, k, n, transposed in training_products():
+            a, b = operands(rng, m, k, n, transposed)
+            ta, tb = (
+                torch.from_numpy(v) if v.flags.c_contiguous else torch.from_numpy(v.T).T for v in (a, b)
+            )
+            calls = max(1, int(4e8 / (2 * m * k * n)))
+            times = ms_in_turns(
+                {"ours": lambda: cpu_matmul.matmul(a, b, exact=False), "torch": lambda: ta @ tb},
+                repeat,
+                calls,
+                clock=clock,
+            )
+            gflops = {way: 2 * m * k * n / statistics.median(ms) / 1e6 for way, ms in times.items()}
+            out.add_row(
+                str(n_threads),
+                label,
+                f"{m} x {k} x {n}",
+                f"{gflops['ours']:.1f}",
+                f"{gflops['torch']:.1f}",
+                f"{gflops['ours'] / gflops['torch']:.2f}x",
+            )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--pause", type=float, default=0.15, help="seconds before each timed run")
+    parser.add_argument(
+        "--training", action="store_true", help="the training steps' products against PyTorch"
+    )
     args = parser.parse_args()
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
     rng = np.random.default_rng(0)
-    tables = [gemm_table(rng, args.threads, args.repeat, args.pause)]
-    tables.append(tiny_table(rng, args.threads, args.repeat))
+    if args.training:
+        tables = [training_table(rng, args.threads, args.repeat)]
+    else:
+        tables = [gemm_table(rng, args.threads, args.repeat, args.pause)]
+        tables.append(tiny_table(rng, args.threads, args.repeat))
     verigrad.set_threads(1)
     for printed in tables:
         console(120).print(printed)

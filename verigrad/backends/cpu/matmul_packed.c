@@ -2,13 +2,13 @@
  *
  * c = alpha * a @ b (beta 0: c written directly, never cleared first) or c + a @ b, for every layout of a
  * and b that BLAS takes: b is packed once into panels of PANEL_N columns, k-major (a transposed b, an
- * nn.Linear's W^T, by 8x8 transposes), so that the micro-kernel reads it with aligned loads whatever its
- * layout; a is read in place (its rows along k, or a transposed a's columns, a weight gradient's g^T),
- * an element broadcast per row and step of k. The micro-kernel keeps a tile of up to TILE_M rows x
+ * nn.Linear's W^T, by 16 x 16 transposes), so that the micro-kernel reads it with aligned loads whatever
+ * its layout; a is read in place (its rows along k, or a transposed a's columns, a weight gradient's g^T,
+ * copied first where its rows are long), an element broadcast per row and step of k. The micro-kernel keeps a tile of up to TILE_M rows x
  * PANEL_N columns of c in 24 vectors and adds to it the outer product of a column of a's rows and a row
  * of the panel at each step of k; k goes in blocks of at most BLOCK_K (a panel's block, 32 KiB, stays in
  * L1 for all the rows of a work unit), the sums kept in c between blocks (exactly: they are f32).
- * Work units are a batch item's blocks of at most UNIT_M rows x UNIT_PANELS panels. Each element of c is
+ * Work units are a batch item's blocks of about UNIT_M rows x UNIT_PANELS panels. Each element of c is
  * one chain of FMAs in increasing k, from 0 (or c), times alpha at the end: its bits depend on neither
  * the blocks, the units nor the thread count. With `check` (beta 0), the last block's tiles are tested
  * for infinities and NaNs while in registers.
@@ -40,7 +40,7 @@
 /* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows @ the panel's kc
  * rows (bp, PANEL_N floats a row, 64-byte aligned), times scale; returns whether `check` found an
  * infinity or a NaN in what it stored. */
-#define PACKED_BLOCK(LAYOUT, R, V)                                                                          \
+#define PACKED_BLOCK(LAYOUT, AHEAD, R, V)                                                                   \
     PACKED_FN static int packed_##LAYOUT##_##R##x##V(const float *a, int64_t lda, const float *bp, int64_t kc, \
                                                      float *c, int64_t ldc, int from_c, float scale,        \
                                                      __mmask16 last, int check, int stream) {               \
@@ -53,19 +53,21 @@
             _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                             \
             _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                             \
                 _mm_prefetch((const char *)(c + q * ldc + 16 * v), _MM_HINT_ET0);                           \
-        for (int64_t p = 0; p < kc; p++) {                                                                  \
-            __m512 bv[V];                                                                                   \
-            if (p % 16 == 0) /* the next tile's rows of a */                                                \
-                _Pragma("GCC unroll 8") for (int q = 0; q < TILE_M; q++)                                    \
-                    _mm_prefetch((const char *)&LAYOUT(q + TILE_M, p + 16), _MM_HINT_T0);                   \
-            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                           \
-                bv[v] = _mm512_load_ps(bp + p * PANEL_N + 16 * v);                                          \
-                KEEP_IN_REGISTER(bv[v]);                                                                    \
-            }                                                                                               \
-            _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                           \
-                __m512 av = _mm512_set1_ps(LAYOUT(q, p));                                                   \
-                _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                         \
-                    acc[q][v] = _mm512_fmadd_ps(av, bv[v], acc[q][v]);                                      \
+        for (int64_t p0 = 0; p0 < kc; p0 += 16) { /* the prefetches outside the steps' loop */              \
+            _Pragma("GCC unroll 8") for (int q = 0; q < TILE_M; q++) /* the next tile's rows of a */        \
+                _mm_prefetch((const char *)&LAYOUT(q + TILE_M, p0 + 16), _MM_HINT_T0);                      \
+            for (int64_t p = p0, p1 = imin(p0 + 16, kc); p < p1; p++) {                                     \
+                __m512 bv[V];                                                                               \
+                if (AHEAD) _mm_prefetch((const char *)&LAYOUT(0, p + AHEAD), _MM_HINT_T0);                  \
+                _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                       \
+                    bv[v] = _mm512_load_ps(bp + p * PANEL_N + 16 * v);                                      \
+                    KEEP_IN_REGISTER(bv[v]);                                                                \
+                }                                                                                           \
+                _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                       \
+                    __m512 av = _mm512_set1_ps(LAYOUT(q, p));                                               \
+                    _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                     \
+                        acc[q][v] = _mm512_fmadd_ps(av, bv[v], acc[q][v]);                                  \
+                }                                                                                           \
             }                                                                                               \
         }                                                                                                   \
         __mmask16 bad = 0;                                                                                  \
@@ -82,14 +84,16 @@
         }                                                                                                   \
         return bad != 0;                                                                                    \
     }
-#define PACKED_BLOCKS(LAYOUT, R)                                                                            \
-    PACKED_BLOCK(LAYOUT, R, 1) PACKED_BLOCK(LAYOUT, R, 2) PACKED_BLOCK(LAYOUT, R, 3) PACKED_BLOCK(LAYOUT, R, 4)
-#define PACKED_LAYOUT(LAYOUT)                                                                               \
-    PACKED_BLOCKS(LAYOUT, 1)                                                                                \
-    PACKED_BLOCKS(LAYOUT, 2)                                                                                \
-    PACKED_BLOCKS(LAYOUT, 3) PACKED_BLOCKS(LAYOUT, 4) PACKED_BLOCKS(LAYOUT, 5) PACKED_BLOCKS(LAYOUT, 6)
-PACKED_LAYOUT(A_ROWS)
-PACKED_LAYOUT(A_COLS)
+#define PACKED_BLOCKS(LAYOUT, AHEAD, R)                                                                     \
+    PACKED_BLOCK(LAYOUT, AHEAD, R, 1)                                                                       \
+    PACKED_BLOCK(LAYOUT, AHEAD, R, 2) PACKED_BLOCK(LAYOUT, AHEAD, R, 3) PACKED_BLOCK(LAYOUT, AHEAD, R, 4)
+#define PACKED_LAYOUT(LAYOUT, AHEAD)                                                                        \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 1)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 2)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 3)                                                                         \
+    PACKED_BLOCKS(LAYOUT, AHEAD, 4) PACKED_BLOCKS(LAYOUT, AHEAD, 5) PACKED_BLOCKS(LAYOUT, AHEAD, 6)
+PACKED_LAYOUT(A_ROWS, 0)
+PACKED_LAYOUT(A_COLS, 16) /* a transposed a: each step of k on another line, the next ones prefetched */
 
 typedef int (*packed_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t, int, float, __mmask16,
                          int, int);
@@ -112,6 +116,40 @@ typedef struct {
     int stream;
 } packed_job;
 
+/* A panel of a transposed b: dst[p, j] = bt[j, p] for j < width, p < kc, 0 for width <= j < PANEL_N (bt:
+ * rows of b^T along k, row stride ldb; dst: PANEL_N floats a row), by 16 x 16 transposes of whole cache
+ * lines (vg_transpose_f32's 8 x 8 AVX2 blocks read half lines: 12% of LoRA's 256 x 576 x 3072 x W^T). */
+PACKED_FN static void pack_transposed(const float *bt, int64_t ldb, int64_t width, int64_t kc, float *dst) {
+    for (int64_t j0 = 0; j0 < PANEL_N; j0 += 16) {
+        int64_t rows = imax(0, imin(16, width - j0));
+        for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+            int64_t steps = imin(16, kc - p0);
+            __mmask16 along = (__mmask16)((1u << steps) - 1);
+            __m512 r[16], t[16];
+            for (int i = 0; i < 16; i++) /* b^T's rows past width as zeros */
+                r[i] = i < rows ? _mm512_maskz_loadu_ps(along, bt + (j0 + i) * ldb + p0) : _mm512_setzero_ps();
+            for (int i = 0; i < 16; i += 2) { /* t[2h], t[2h + 1]: rows 2h, 2h + 1 interleaved */
+                t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+                t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+            }
+            for (int i = 0; i < 16; i += 4) { /* r[i + c], lane l: column 4 l + c of rows i..i + 3 */
+                r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+                r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+                r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+                r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+            }
+            for (int c = 0; c < 4; c++) { /* column 4 l + c: lane l of r[c], r[4 + c], r[8 + c], r[12 + c] */
+                __m512 v0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+                __m512 x0 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+                __m512 x1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+                t[c] = _mm512_shuffle_f32x4(v0, x0, 0x88), t[8 + c] = _mm512_shuffle_f32x4(v0, x0, 0xDD);
+                t[4 + c] = _mm512_shuffle_f32x4(v1, x1, 0x88), t[12 + c] = _mm512_shuffle_f32x4(v1, x1, 0xDD);
+            }
+            for (int64_t p = 0; p < steps; p++) _mm512_store_ps(dst + (p0 + p) * PANEL_N + j0, t[p]);
+        }
+    }
+}
+
 /* Panels [q0, q1) of b, depth [p0, p0 + kc): kc rows of PANEL_N floats each (the columns past n zero),
  * panel q at dst + (q - q0) * stride. */
 static void pack_panels(const packed_job *s, int64_t q0, int64_t q1, int64_t p0, int64_t kc, float *dst,
@@ -123,11 +161,12 @@ static void pack_panels(const packed_job *s, int64_t q0, int64_t q1, int64_t p0,
     }
     for (int64_t q = q0; q < q1; q++, dst += stride) {
         int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
-        if (g->tb == 111)
-            for (int64_t p = 0; p < kc; p++)
-                memcpy(dst + p * PANEL_N, s->b + (p0 + p) * g->ldb + j, sizeof(float) * (size_t)width);
-        else /* b^T's rows j.. along k */
-            vg_transpose_f32(s->b + j * g->ldb + p0, width, kc, g->ldb, dst, PANEL_N);
+        if (g->tb != 111) { /* b^T's rows j.. along k */
+            pack_transposed(s->b + j * g->ldb + p0, g->ldb, width, kc, dst);
+            continue;
+        }
+        for (int64_t p = 0; p < kc; p++)
+            memcpy(dst + p * PANEL_N, s->b + (p0 + p) * g->ldb + j, sizeof(float) * (size_t)width);
         if (width < PANEL_N)
             for (int64_t p = 0; p < kc; p++)
                 memset(dst + p * PANEL_N + width, 0, sizeof(float) * (size_t)(PANEL_N - width));
@@ -139,20 +178,24 @@ static void pack_chunk(void *ctx, int64_t lo, int64_t hi) {
     pack_panels(s, lo, hi, 0, s->g->k, s->packed + lo * s->g->k * PANEL_N, s->g->k * PANEL_N);
 }
 
-/* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) packed as
- * BLIS packs a: a panel of TILE_M rows after another, each k-major (TILE_M floats a step of k). Read in
- * place, a tile's steps of k were each on another cache line, and a work unit's block of a filled L1. */
+/* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) copied
+ * together: step p of k at dst + p * a_stride(rows), read by the kernel as a transposed a of that row
+ * stride. Read in place, each step of k of a long row (a head's weight gradient g^T x: 16 KiB) was on
+ * another page, and the hardware prefetcher followed none. (Packed as BLIS packs a, TILE_M rows after
+ * TILE_M rows, the copy took 16 masked copies per 96 floats: the head's g^T x 5-8% slower.) */
 #define PACK_A_MIN_LDA 1024
 #define PACK_A_AHEAD 8 /* steps of k */
+
+static int64_t a_stride(int64_t rows) { return cdiv(rows, 16) * 16; }
 
 PACKED_FN static void pack_a_columns(const float *a, int64_t lda, int64_t rows, int64_t kc, float *dst) {
     for (int64_t p = 0; p < kc; p++) {
         if (p + PACK_A_AHEAD < kc) /* the rows are pages apart: no hardware prefetcher follows them */
             for (int64_t t = 0; t < rows; t += 16)
                 _mm_prefetch((const char *)(a + (p + PACK_A_AHEAD) * lda + t), _MM_HINT_T0);
-        for (int64_t t = 0; t < rows; t += TILE_M) {
-            __mmask16 width = (__mmask16)((1u << imin(TILE_M, rows - t)) - 1);
-            _mm512_mask_storeu_ps(dst + t * kc + p * TILE_M, width, _mm512_maskz_loadu_ps(width, a + p * lda + t));
+        for (int64_t t = 0; t < rows; t += 16) {
+            __mmask16 width = (__mmask16)((1u << imin(16, rows - t)) - 1);
+            _mm512_mask_storeu_ps(dst + p * a_stride(rows) + t, width, _mm512_maskz_loadu_ps(width, a + p * lda + t));
         }
     }
 }
@@ -170,11 +213,11 @@ PACKED_FN static int packed_unit(const packed_job *s, int64_t i0, int64_t i1, in
         const float *panels = s->packed ? s->packed + q0 * stride + p0 * PANEL_N : bbuf;
         if (!s->packed) pack_panels(s, q0, q1, p0, kc, bbuf, stride);
         for (int64_t r0 = i0; r0 < i1; r0 += s->mb) {
-            int64_t r1 = imin(r0 + s->mb, i1), lda = pack_a ? TILE_M : g->lda, step = cols_layout ? 1 : lda;
+            int64_t r1 = imin(r0 + s->mb, i1), lda = g->lda, step = cols_layout ? 1 : lda;
             const float *a = cols_layout ? s->a + r0 + p0 * lda : s->a + r0 * lda + p0;
             if (pack_a) {
-                pack_a_columns(s->a + r0 + p0 * g->lda, g->lda, r1 - r0, kc, abuf);
-                a = abuf, step = kc;
+                pack_a_columns(a, lda, r1 - r0, kc, abuf);
+                a = abuf, lda = a_stride(r1 - r0);
             }
             for (int64_t q = q0; q < q1; q++) {
                 int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
@@ -206,7 +249,8 @@ static void compute_chunk(void *ctx, int64_t lo, int64_t hi) {
     int bad = 0;
     for (int64_t u = lo; u < hi; u++) {
         int64_t r = s->packed ? u % s->row_units : 0, t = s->packed ? u / s->row_units : u;
-        int64_t i0 = s->packed ? r * s->mb : 0, i1 = s->packed ? imin(i0 + s->mb, g->m) : g->m;
+        int64_t tiles = cdiv(g->m, TILE_M), i0 = s->packed ? r * tiles / s->row_units * TILE_M : 0;
+        int64_t i1 = s->packed ? imin((r + 1) * tiles / s->row_units * TILE_M, g->m) : g->m;
         int64_t q0 = t * s->panels / s->strips, q1 = (t + 1) * s->panels / s->strips;
         bad |= packed_unit(s, i0, i1, q0, q1, bbuf, abuf);
     }
@@ -243,26 +287,27 @@ static void give_memory(float *memory, int kept_one) {
         free(memory);
 }
 
-/* The rows of a work unit for a c of m rows: as few units as UNIT_M allows, made an even count (two threads
- * then take the same number: 11 units of 96 rows for 1024 left one thread 576 rows and the other 448),
- * their rows as even as multiples of TILE_M make them. */
-static int64_t unit_rows(int64_t m) {
+/* The row units of a c of m rows: as few as UNIT_M rows a unit allows, made an even count (two threads
+ * then take the same number: 11 units of 96 rows for 1024 left one thread 576 rows and the other 448);
+ * unit r is tiles [r T / units, (r + 1) T / units) of the T tiles of TILE_M rows (units of one size
+ * had left the last short: 1024 rows in 11 units of 90 and one of 34 gave the threads 540 and 484). */
+static int64_t row_unit_count(int64_t m) {
     int64_t units = cdiv(m, UNIT_M);
-    if (units > 1 && units % 2) units++;
-    return imin(UNIT_M, cdiv(cdiv(m, units), TILE_M) * TILE_M);
+    return units > 1 && units % 2 ? units + 1 : units;
 }
 
 /* The blocks of k are a multiple of src->depth deep (whole blocks of a quantized b^T's rows), which leaves
  * every element's FMA chain as it is. */
 static int packed_gemm(blas_job *g, int64_t batch, int threads, const vg_panel_source *src) {
     int64_t blocks = cdiv(g->k, BLOCK_K), depth = src ? src->depth : 1;
-    packed_job s = {.g = g, .kb = cdiv(cdiv(g->k, blocks), depth) * depth, .mb = unit_rows(g->m),
+    packed_job s = {.g = g, .kb = cdiv(cdiv(g->k, blocks), depth) * depth, .row_units = row_unit_count(g->m),
                     .panels = cdiv(g->n, PANEL_N), .src = src};
-    s.row_units = cdiv(g->m, s.mb);
+    s.mb = cdiv(cdiv(g->m, TILE_M), s.row_units) * TILE_M; /* the most rows of a unit */
     s.strips = cdiv(s.panels, UNIT_PANELS);
     /* b packed first, once, where it is no larger than a; else each unit packs its strip, block by block */
     int64_t packed_size = g->m >= g->n ? g->k * s.panels * PANEL_N : 0;
-    s.scratch_size = cdiv(s.kb * (PANEL_N * UNIT_PANELS + s.mb), 16) * 16; /* a chunk's b block, a block */
+    /* a chunk's b block, a block */
+    s.scratch_size = cdiv(s.kb * (PANEL_N * UNIT_PANELS + a_stride(s.mb)), 16) * 16;
     int64_t slots = imax(1, threads);
     int kept_one;
     float *memory = take_memory(sizeof(float) * (size_t)(packed_size + slots * s.scratch_size), &kept_one);
