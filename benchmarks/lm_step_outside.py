@@ -19,6 +19,7 @@ place of the GPT's: its plan's loop, which it runs before it replays.
     python benchmarks/lm_step_outside.py --repeats 7 --again
     python benchmarks/lm_step_outside.py --repeats 7 --again --decode 1
     python benchmarks/lm_step_outside.py --repeats 7 --calls 12
+    python benchmarks/lm_step_outside.py --repeats 3 --again --size base   # the 10.1M GPT's step
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument(
         "--calls", type=int, default=0, help="list the N calls with the most time outside chunks"
     )
+    parser.add_argument("--size", default="small", help="the GPT of lm_train.py's --sizes (default small)")
     args = parser.parse_args()
     from verigrad.backends import cpu
 
@@ -165,7 +167,7 @@ def main() -> None:
             again_table(plan, arrays, args.repeats)
         return
 
-    steps, x, y = small_steps(1)
+    steps, x, y = small_steps(1, args.size)
     compiled = steps["compiled"]
     for _ in range(12):  # past the checked run and the replay decision
         compiled(x, y)
