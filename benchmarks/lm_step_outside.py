@@ -19,6 +19,10 @@ place of the GPT's: its plan's loop, which it runs before it replays.
     python benchmarks/lm_step_outside.py --repeats 7 --again
     python benchmarks/lm_step_outside.py --repeats 7 --again --decode 1
     python benchmarks/lm_step_outside.py --repeats 7 --calls 12
+    python benchmarks/lm_step_outside.py --repeats 3 --again --size base   # the 10.1M GPT's step
+
+`--eager` gives the same GPT's eager step by op instead (each op call's thread CPU time less that of the
+op calls inside it, summed by op, means over `--repeats` steps): beside the compiled table, call by call.
 """
 
 from __future__ import annotations
@@ -120,6 +124,43 @@ def again_table(plan: Any, arrays: list[np.ndarray], repeats: int) -> None:
     print(f"each call's minimum over the runs, summed: in step {minimums[0]:.2f} ms, again {minimums[1]:.2f}")
 
 
+def eager_table(step: Any, x: Any, y: Any, repeats: int) -> None:
+    """`--eager`'s table: the eager step's op calls by op, in thread CPU time less the op calls inside."""
+    from verigrad.eager import EagerMode
+
+    run = EagerMode.run
+    took: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])  # calls, seconds
+    inner = [0.0]  # the time of the op calls made inside the current one
+
+    def timed(self: Any, op: Any, args: Any, params: Any, plan: Any) -> Any:
+        outer, inner[0] = inner[0], 0.0
+        start = time.thread_time()
+        try:
+            return run(self, op, args, params, plan)
+        finally:
+            spent = time.thread_time() - start
+            took[op.name][0] += 1
+            took[op.name][1] += spent - inner[0]
+            inner[0] = outer + spent
+
+    for _ in range(3):
+        step(x, y)
+    whole = []
+    EagerMode.run = timed
+    try:
+        for _ in range(repeats):
+            start = time.thread_time()
+            step(x, y)
+            whole.append(time.thread_time() - start)
+    finally:
+        EagerMode.run = run
+    print(f"{'op':26s} {'calls':>7s} {'ms':>10s}")
+    for name, (calls, seconds) in sorted(took.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:26s} {calls // repeats:7d} {seconds / repeats * 1e3:10.2f}")
+    total = sum(seconds for _, seconds in took.values()) / repeats * 1e3
+    print(f"ops {total:.1f} ms; whole eager step (timed ops): {statistics.median(whole) * 1e3:.1f} ms")
+
+
 def decode_plan(rows: int) -> tuple[Any, list[np.ndarray]]:
     """SmolLM2's decode step of `rows` rows (one thread, cpu backend): its plan, after 12 steps, and the
     arrays a step gives it."""
@@ -156,6 +197,8 @@ def main() -> None:
     parser.add_argument(
         "--calls", type=int, default=0, help="list the N calls with the most time outside chunks"
     )
+    parser.add_argument("--size", default="small", help="the GPT of lm_train.py's --sizes (default small)")
+    parser.add_argument("--eager", action="store_true", help="the eager step's time by op instead")
     args = parser.parse_args()
     from verigrad.backends import cpu
 
@@ -165,7 +208,10 @@ def main() -> None:
             again_table(plan, arrays, args.repeats)
         return
 
-    steps, x, y = small_steps(1)
+    steps, x, y = small_steps(1, args.size)
+    if args.eager:
+        eager_table(steps["eager"], x, y, args.repeats)
+        return
     compiled = steps["compiled"]
     for _ in range(12):  # past the checked run and the replay decision
         compiled(x, y)

@@ -30,6 +30,7 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --attention --sizes small,base  # and the base GPT's (context 256)
     python benchmarks/lm_train.py --matmul              # the small GPT's products and loss against PyTorch's
     python benchmarks/lm_train.py --compiled            # its compiled step against its eager one, one process
+    python benchmarks/lm_train.py --compiled --sizes base --threads 1 --repeats 9 --steps 1  # the 10.1M GPT's
     python benchmarks/lm_train.py --kernels             # its compiled step's kernels on 1 and 2 threads
     python benchmarks/lm_train.py --sizes lora --profile --steps 1   # the same three for the LoRA step
     python benchmarks/lm_train.py --sizes lora --kernels --repeats 1
@@ -583,9 +584,11 @@ def compiled_against_eager(args: argparse.Namespace) -> None:
     """The small GPT's compiled step against its eager one in one process, steps alternating (the machine's
     load moves both alike), after 12 untimed steps each (past a plan's checked run and its replay
     decision): the median and minimum milliseconds of `--repeats` rounds of `--steps` steps (CPU time
-    on one thread, wall time on more), and whether the two losses have the same bits."""
-    for threads in args.threads:
-        steps, x, y = small_steps(threads)
+    on one thread, wall time on more), and whether the two losses have the same bits. With `--sizes`, each
+    of its GPTs."""
+    names = [s for s in args.sizes if s in SIZES] if args.sizes_given else ["small"]
+    for size_name, threads in ((n, t) for n in names for t in args.threads):
+        steps, x, y = small_steps(threads, size_name)
         losses = {way: [float(step(x, y).detach()) for _ in range(12)] for way, step in steps.items()}
         clock = time.process_time if threads == 1 else time.perf_counter
         times: dict[str, list[float]] = {way: [] for way in steps}
@@ -597,9 +600,10 @@ def compiled_against_eager(args: argparse.Namespace) -> None:
                 times[way].append((clock() - start) / args.steps * 1e3)
         eager, compiled = (statistics.median(times[way]) for way in ("eager", "compiled"))
         print(
-            f"{threads} thread(s): eager {eager:.1f} ms (min {min(times['eager']):.1f}), compiled "
-            f"{compiled:.1f} ms (min {min(times['compiled']):.1f}): compiled {eager / compiled:.2f}x eager's "
-            f"speed; losses the same bits: {losses['eager'] == losses['compiled']}"
+            f"{size_name}, {threads} thread(s): eager {eager:.1f} ms (min {min(times['eager']):.1f}), "
+            f"compiled {compiled:.1f} ms (min {min(times['compiled']):.1f}): compiled "
+            f"{eager / compiled:.2f}x eager's speed; losses the same bits: "
+            f"{losses['eager'] == losses['compiled']}"
         )
 
 

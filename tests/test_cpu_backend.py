@@ -57,6 +57,7 @@ def test_the_kernels_registered():
         ("contiguous", "None"),
         ("take_grad", "f32"),
         ("take_grad", "f64"),
+        ("unslice", "None"),
     ]
     for op, dtype in KERNELS:  # exact, or the bound for routines unlike NumPy's
         assert _bound(op, dtype) in (0, cpu.LIBM_ULPS[dtype]), (op, dtype)

@@ -152,4 +152,66 @@ void vg_write_rows(int64_t pairs, char *const *stores, const char *const *news, 
             for (int64_t h = 0; h < heads; h++)
                 memcpy(stores[p] + b * geo[3] + h * geo[4] + at[b] * geo[5],
                        news[p] + b * steps[2 * p] + h * steps[2 * p + 1], (size_t)row_bytes);
+
+/* unslice (slice's VJP): zeros of out's shape with g written at the positions a slice selects, out
+ * C-contiguous, g any strided view, any item size (bytes copied as they are: the bits of the reference's
+ * np.zeros and assignment). Per axis a < rank: out's size shape[a], the slice's start[a] and step[a]
+ * (positive), g's size count[a] and byte stride gstride[a]. The threads split out's rows (its last axis);
+ * each row is written once: zeros, and where the row lies in the slice, g's row at its positions.
+ *
+ * vg_unslice(g, out, rank, shape, start, step, count, gstride, itemsize, min_chunk, threads); rank 1 to 8 */
+#define UNSLICE_RANK 8
+
+typedef struct {
+    const char *g;
+    char *out;
+    int64_t rank, itemsize;
+    const int64_t *shape, *start, *step, *count, *gstride;
+} vg_unslice_args;
+
+static void unslice_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const vg_unslice_args *p = (const vg_unslice_args *)ctx;
+    const int64_t last = p->rank - 1, item = p->itemsize, n = p->shape[last];
+    const int64_t s0 = p->start[last], st = p->step[last], c = p->count[last], gs = p->gstride[last];
+    const size_t row_bytes = (size_t)(n * item);
+    int64_t at[UNSLICE_RANK], rest = lo;
+    for (int64_t a = last - 1; a >= 0; a--) at[a] = rest % p->shape[a], rest /= p->shape[a];
+    for (int64_t row = lo; row < hi; row++) {
+        char *o = p->out + row * (int64_t)row_bytes;
+        const char *src = p->g; /* g's row, if every index is one the slice selects */
+        int inside = c > 0;
+        for (int64_t a = 0; a < last && inside; a++) {
+            const int64_t k = at[a] - p->start[a], b = p->step[a], q = b == 1 ? k : k / b; /* no division */
+            inside = k >= 0 && (b == 1 || k % b == 0) && q < p->count[a];
+            src += q * p->gstride[a];
+        }
+        if (inside && st == 1 && gs == 4 && item == 4) { /* f32's rows as loops the compiler vectorizes */
+            uint32_t *o4 = (uint32_t *)o;
+            const uint32_t *src4 = (const uint32_t *)src;
+            for (int64_t j = 0; j < s0; j++) o4[j] = 0;
+            for (int64_t j = 0; j < c; j++) o4[s0 + j] = src4[j];
+            for (int64_t j = s0 + c; j < n; j++) o4[j] = 0;
+        } else if (inside && st == 1 && gs == item) {
+            memset(o, 0, (size_t)(s0 * item));
+            memcpy(o + s0 * item, src, (size_t)(c * item));
+            memset(o + (s0 + c) * item, 0, (size_t)((n - s0 - c) * item));
+        } else {
+            memset(o, 0, row_bytes);
+            for (int64_t k = 0; inside && k < c; k++) memcpy(o + (s0 + k * st) * item, src + k * gs, (size_t)item);
+        }
+        for (int64_t a = last - 1; a >= 0; a--) {
+            if (++at[a] < p->shape[a]) break;
+            at[a] = 0;
+        }
+    }
+}
+
+void vg_unslice(const char *g, char *out, int64_t rank, const int64_t *shape, const int64_t *start,
+                const int64_t *step, const int64_t *count, const int64_t *gstride, int64_t itemsize,
+                int64_t min_chunk, int threads) {
+    if (rank < 1 || rank > UNSLICE_RANK) return;
+    vg_unslice_args p = {g, out, rank, itemsize, shape, start, step, count, gstride};
+    int64_t rows = 1, n = shape[rank - 1];
+    for (int64_t a = 0; a < rank - 1; a++) rows *= shape[a];
+    if (rows > 0 && n > 0) vg_parallel_for(rows, (min_chunk + n - 1) / n, threads, unslice_chunk, &p);
 }

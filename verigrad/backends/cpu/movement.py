@@ -6,9 +6,11 @@ per layout, without NumPy's argument checks (a sum's gradient is broadcast so on
 registered for every dtype. `take_grad` (an embedding's gradient) adds g's slices into zeros at the
 positions idx names in C (the threads split the columns), in the order of idx as the reference's np.add.at
 adds them (the same bits;
-np.add.at took about 0.4 ms for the eager GPT's 128 rows of 64), f32 and f64.
-`write_rows` copies a batched decode step's new keys and values into their cache rows, every layer's in
-one C call (`Backend.write_rows`)."""
+np.add.at took about 0.4 ms for the eager GPT's 128 rows of 64), f32 and f64. `unslice` (slice's VJP: an
+attention output's gradient, its log-sum-exp column zero) writes each row of its result once, zeros and g's
+values, the threads splitting the rows (NumPy's zeros then assignment: two serial passes), for every dtype
+of those item sizes. `write_rows` copies a batched decode step's new keys and values into their cache rows,
+every layer's in one C call (`Backend.write_rows`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-MOVEMENT = ("contiguous", "broadcast_to", "take_grad")
+MOVEMENT = ("contiguous", "broadcast_to", "take_grad", "unslice")
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -108,6 +110,54 @@ def _take_grad(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr:
     return never_warns(kernel)
 
 
+_UNSLICE_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 5
+_UNSLICE_ARGS += [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+UNSLICE_RANK = 8  # movement.c's
+_UNSLICE: dict[tuple, tuple | None] = {}  # per layout: vg_unslice's arrays, or None (the reference's case)
+
+
+def _unslice_arrays(g: np.ndarray, shape: tuple[int, ...], index: tuple) -> tuple | None:
+    """vg_unslice's per-axis arrays (shape, start, step, count, g's byte strides) for g and the slice, or
+    None where the reference takes the call: a rank or item size the C does not take, or a g not shaped
+    as the slice selects (the reference's error)."""
+    rank = len(shape)
+    if (
+        not 1 <= rank <= UNSLICE_RANK
+        or g.ndim != rank
+        or g.itemsize not in COPY_ITEMSIZES
+        or g.dtype.hasobject
+    ):
+        return None
+    axes = [*index, *((0, n, 1) for n in shape[len(index) :])]
+    # g's sizes the slice's counts of positions within out (NumPy's assignment clips the stops)
+    if any(
+        a < 0 or b < 1 or c != len(range(a, min(e, n), b)) for (a, e, b), n, c in zip(axes, shape, g.shape)
+    ):
+        return None
+    ints = ctypes.c_int64 * rank
+    columns = (shape, [a[0] for a in axes], [a[2] for a in axes], g.shape, g.strides)
+    return (rank, *(ints(*column) for column in columns))
+
+
+def _unslice(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+    reference = silenced(reference)
+
+    def kernel(g: np.ndarray, shape: tuple[int, ...], index: tuple) -> np.ndarray:
+        if type(g) is not np.ndarray:
+            return reference(g, shape, index)
+        key = (g.dtype, g.shape, g.strides, tuple(shape), index)
+        arrays = _UNSLICE.get(key, False)
+        if arrays is False:
+            arrays = _ffi.remember(_UNSLICE, key, _unslice_arrays(g, shape, index))
+        if arrays is None:
+            return reference(g, shape, index)
+        out = np.empty(shape, g.dtype)
+        fn(ptr(g), ptr(out), *arrays, g.itemsize, _ffi.min_chunk(), backend.threads)
+        return out
+
+    return never_warns(kernel)
+
+
 def register(backend: Any, lib: Library) -> None:
     # the references of reshape and permute are np.reshape and np.transpose, which call x.reshape(shape)
     # and x.transpose(axes), slice's x[slices], concat's np.concatenate (of arrays of one dtype, which it
@@ -123,6 +173,10 @@ def register(backend: Any, lib: Library) -> None:
         backend.register(
             "take_grad", _take_grad(fn, dtype, REGISTRY["take_grad"].reference, backend, lib.ptr), name
         )
+    backend.register(
+        "unslice",
+        _unslice(lib.fn("vg_unslice", _UNSLICE_ARGS), REGISTRY["unslice"].reference, backend, lib.ptr),
+    )
     backend.register(
         "contiguous",
         _contiguous(
