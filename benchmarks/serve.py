@@ -90,6 +90,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import socket
@@ -175,11 +176,18 @@ runpy.run_module("llama_cpp.server", run_name="__main__")
 
 
 def start(
-    which: str, model: Path, port: int, threads: int, batch: int, llama: tuple[Path, bool] | None = None
+    which: str,
+    model: Path,
+    port: int,
+    threads: int,
+    batch: int,
+    llama: tuple[Path, bool] | None = None,
+    options: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """The server `which` on `port`; llama.cpp's with `llama` = (its interpreter, whether --no-repack)."""
+    """The server `which` on `port`; llama.cpp's with `llama` = (its interpreter, whether --no-repack);
+    verigrad's with its engine's `options` (`verigrad serve`'s arguments)."""
     if which == "verigrad":
-        python, args = Path(sys.executable), ["-m", "verigrad", "serve", "--model", str(model)]
+        python, args = Path(sys.executable), ["-m", "verigrad", "serve", "--model", str(model), *options]
         args += [
             "--port",
             str(port),
@@ -272,6 +280,8 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
         "prefill_share": d["prefill_seconds_total"] / wall,
         "rows_per_step": d["decode_rows_total"] / max(d["decode_steps_total"], 1),
     }
+    if "plans_built_total" in d:  # the compiled steps' plans built during the level
+        out["plans_built"] = d["plans_built_total"]
     if "sampling_seconds_total" in d:  # of the decode steps' time, choosing tokens and sending events
         tokens = max(d["completion_tokens_total"], 1)
         out |= {
@@ -336,9 +346,10 @@ def run(
     max_tokens: int,
     llama: tuple[Path, bool] | None = None,
     seconds: float | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict:
     port = free_port()
-    proc = start(which, model, port, threads, max(counts), llama)
+    proc = start(which, model, port, threads, max(counts), llama, options)
     url, name = (
         f"http://127.0.0.1:{port}",
         httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"],
@@ -606,12 +617,16 @@ def engine_cpu(
     join: bool,
     prefill_tokens: int | None,
     engine_flags: dict | None = None,
+    activations: str = "f32",
+    seconds: float | None = None,
 ):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
-    prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
-    false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
-    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default);
-    `engine_flags`: more of the Engine's settings (join_last, ragged_pad)."""
+    prefill (admitting prompts and running their chunks apart from the steps) and in decode steps (with
+    the chunks joined to them, unless `join` is false), and its CPU ms per output token (time.thread_time:
+    with --threads 1 the kernels run on that thread, and the machine's other work adds little); the plans
+    the level built. `prefill_tokens`: the engine's (None: its default); `engine_flags`: more of the
+    Engine's settings (join_last, ragged_pad); `seconds`: each client starts requests for that long
+    instead of `requests` of them. (It times `_prefill_some` and `_step`, which older engines have too.)"""
     import threading
 
     from verigrad.backends import backend, set_threads
@@ -619,15 +634,11 @@ def engine_cpu(
     from verigrad.serve.engine import Engine, Request
 
     class Timed(Engine):
-        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0, "chunks": 0, "tokens": 0}  # steps' rows, chunks
+        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0}  # the steps' rows
 
-        def _chunk(self, handle: Any) -> None:
+        def _prefill_some(self) -> None:
             t0 = time.thread_time()
-            p = self._prefill
-            if p is not None:
-                self.cpu["chunks"] += 1
-                self.cpu["tokens"] += min(self.block, len(p.prompt) - p.at)
-            super()._chunk(handle)
+            super()._prefill_some()
             self.cpu["prefill"] += time.thread_time() - t0
 
         def _step(self) -> None:
@@ -636,8 +647,13 @@ def engine_cpu(
             super()._step()
             self.cpu["decode"] += time.thread_time() - t0
 
+    def plans_built(model: Any) -> int:
+        step = model.cached_step
+        every = (step.decode, step.decode_rows, step.chunks, step.mixes, step.raggeds)
+        return sum(c.counts["plans"] for plans in every for c in plans.values())
+
     set_threads(threads)
-    model, tokenizer = load_language_model(model_path)
+    model, tokenizer = load_language_model(model_path, activations)
     chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
     prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
     with backend("cpu"):
@@ -648,14 +664,21 @@ def engine_cpu(
         )
         engine.start()
 
-        def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
-            made = []
+        def level(clients: int, requests: int, max_tokens: int, seconds: float | None = None):
+            made, ttft = [], []
+            t0 = time.perf_counter()
 
             def client(i: int) -> None:
-                for j in range(requests):
-                    done, got = threading.Event(), []
+                for j in itertools.count():
+                    if (seconds is None and j == requests) or (
+                        seconds and time.perf_counter() - t0 > seconds
+                    ):
+                        return
+                    done, got, sent = threading.Event(), [], time.perf_counter()
 
                     def on_event(ev: Any) -> None:
+                        if ev.tokens and not got:
+                            ttft.append(time.perf_counter() - sent)
                         got.extend(ev.tokens)
                         if ev.finish_reason:
                             done.set()
@@ -664,31 +687,30 @@ def engine_cpu(
                     done.wait()
                     made.append(len(got))
 
-            t0 = time.perf_counter()
             workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
             for w in workers:
                 w.start()
             for w in workers:
                 w.join()
-            return sum(made), time.perf_counter() - t0
+            return sum(made), time.perf_counter() - t0, statistics.median(ttft)
 
         try:
             for clients in counts:
                 level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
-                engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
+                engine.cpu.update(prefill=0.0, decode=0.0, rows=0)
                 steps, joined = engine.steps_total, (engine.joined_chunks_total, engine.joined_tokens_total)
-                tokens, wall = level(clients, requests, max_tokens)
+                plans = plans_built(model)
+                tokens, wall, ttft = level(clients, requests, max_tokens, seconds)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
                 steps = engine.steps_total - steps
                 print(
-                    f"block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
-                    f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
-                    f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
-                    f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    f"each, {engine.joined_chunks_total - joined[0]} with a prompt chunk (of "
-                    f"{engine.joined_tokens_total - joined[1]} tokens in all); {engine.cpu['chunks']} "
-                    f"prefill chunks alone of {engine.cpu['tokens']} tokens, "
-                    f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
+                    f"{activations}, block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
+                    f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.2f} ms per "
+                    f"token ({tokens / wall:.1f} tokens/s wall, TTFT {1000 * ttft:.0f} ms); {steps} decode "
+                    f"steps of {1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} "
+                    f"rows each, {engine.joined_chunks_total - joined[0]} prompt chunks in them (of "
+                    f"{engine.joined_tokens_total - joined[1]} tokens); {plans_built(model) - plans} plans "
+                    f"built ({plans_built(model)} in all)",
                     flush=True,
                 )
         finally:
@@ -800,13 +822,15 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
-        "--join-last", action="store_true", help="--engine: prompts' last chunks join the steps (see above)"
+        "--join-last", action="store_true", help="--engine, the server: prompts' last chunks join the steps"
     )
     parser.add_argument(
         "--ragged-pad", type=int, help="--engine: a ragged step's tokens rounded up to a multiple"
     )
     parser.add_argument(
-        "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
+        "--activations",
+        default="f32",
+        help="the products' activations: f32 or q8 (the server's, --engine's); --steps: comma-separated",
     )
     parser.add_argument(
         "--stall", type=int, metavar="N", help="an N-token prompt among running ones (see above)"
@@ -843,7 +867,7 @@ def main() -> None:
         loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
         flags = {"join_last": True} if args.join_last else {}
         flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
-        engine_cpu(model, args.threads, counts, *loops, flags)
+        engine_cpu(model, args.threads, counts, *loops, flags, args.activations, args.seconds)
         return
     if args.steps:
         print(describe_machine())
@@ -858,7 +882,16 @@ def main() -> None:
     console = make_console(110)
     console.print(describe_machine())
     loops = (args.requests, args.max_tokens)
-    results = {"verigrad": run("verigrad", model, args.threads, counts, *loops, seconds=args.seconds)}
+    if args.activations not in ("f32", "q8"):
+        parser.error(f"--activations: the server takes one of f32, q8, got {args.activations!r}")
+    options = ("--activations", args.activations) + ("--join-last",) * args.join_last
+    if args.activations == "f32":  # the defaults: what a tree without these options is given
+        options = options[2:]
+    results = {
+        "verigrad": run(
+            "verigrad", model, args.threads, counts, *loops, seconds=args.seconds, options=options
+        )
+    }
     if not args.no_llama_cpp:
         python, version = ensure_llama_cpp_server()
         console.print(f"llama-cpp-python {version} ({python})" + (", --no-repack" * args.llama_no_repack))
@@ -872,7 +905,7 @@ def main() -> None:
         *columns,
         "CPU ms/token (pool's)",
         "client CPU ms/token",
-        "engine: decode / prefill / rows (most possible)",
+        "engine: decode / prefill / rows (most possible), plans built",
     ):
         table.add_column(column, justify="right")
     for which, levels in results.items():
@@ -890,6 +923,7 @@ def main() -> None:
                 f"{r['client_cpu_ms_per_token']:.2f}",
                 f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f} "
                 f"({r['rows_possible']:.2f})"
+                + (f", {r['plans_built']:.0f} plans" if "plans_built" in r else "")
                 if "decode_share" in r else "",
             )  # fmt: skip
     console.print(table)

@@ -28,6 +28,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="tokens per sequence (default: the model's, at most 4096)",
     )
+    p.add_argument(
+        "--join-last",
+        action="store_true",
+        help="run prompts' last chunks within the decode steps, their first token from the step (models "
+        "with ragged steps; off by default: measured no faster)",
+    )
     p.add_argument("--api-key", default=None, help="required as 'Authorization: Bearer KEY' when given")
     p.set_defaults(run=run_serve)
 
@@ -45,7 +51,14 @@ def run_serve(args: argparse.Namespace) -> int:
 
     model, tokenizer = open_language_model(args)
     context = min(model.context_length, args.context or 4096)
-    engine = Engine(model, tokenizer, max_batch=args.max_batch, max_queue=args.max_queue, capacity=context)
+    engine = Engine(
+        model,
+        tokenizer,
+        max_batch=args.max_batch,
+        max_queue=args.max_queue,
+        capacity=context,
+        join_last=args.join_last,
+    )
     name = str(args.model)
     model_id = Path(name).stem if Path(name).suffix == ".gguf" else name
     app = create_app(engine, model_id, api_key=args.api_key, aliases=(name,))
