@@ -647,10 +647,12 @@ def engine_cpu(
             super()._step()
             self.cpu["decode"] += time.thread_time() - t0
 
-    def plans_built(model: Any) -> int:
+    kinds = ("decode", "decode_rows", "chunks", "mixes", "raggeds")
+
+    def plans_built(model: Any) -> dict[str, int]:
+        """The plans the model's compiled steps built so far, by kind (rows: `forward_rows`'s)."""
         step = model.cached_step
-        every = (step.decode, step.decode_rows, step.chunks, step.mixes, step.raggeds)
-        return sum(c.counts["plans"] for plans in every for c in plans.values())
+        return {kind: sum(c.counts["plans"] for c in getattr(step, kind).values()) for kind in kinds}
 
     set_threads(threads)
     model, tokenizer = load_language_model(model_path, activations)
@@ -702,15 +704,16 @@ def engine_cpu(
                 plans = plans_built(model)
                 tokens, wall, ttft = level(clients, requests, max_tokens, seconds)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
-                steps = engine.steps_total - steps
+                steps, now = engine.steps_total - steps, plans_built(model)
                 print(
                     f"{activations}, block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.2f} ms per "
                     f"token ({tokens / wall:.1f} tokens/s wall, TTFT {1000 * ttft:.0f} ms); {steps} decode "
                     f"steps of {1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} "
                     f"rows each, {engine.joined_chunks_total - joined[0]} prompt chunks in them (of "
-                    f"{engine.joined_tokens_total - joined[1]} tokens); {plans_built(model) - plans} plans "
-                    f"built ({plans_built(model)} in all)",
+                    f"{engine.joined_tokens_total - joined[1]} tokens); plans built "
+                    + ", ".join(f"{k} {now[k] - plans[k]}" for k in kinds if now[k] - plans[k])
+                    + f" ({sum(now.values()) - sum(plans.values())}; {sum(now.values())} in all)",
                     flush=True,
                 )
         finally:

@@ -109,3 +109,37 @@ def queued_then_run(engine: Engine, batch: list[Request], timeout: float = 60) -
     engine.start()
     assert all(finished.acquire(timeout=timeout) for _ in batch), "the requests did not finish"
     return events
+
+
+def test_warmed_plans_serve_short_chats_with_the_same_bits(tmp_path):
+    """`warm_positions`: the batched steps' and prompt chunks' plans for windows of up to 128 positions
+    are built before the first request (none is built while requests of up to 128 positions run), and
+    the rows the warm-up wrote are cleared: every request gets the bits it gets without it."""
+    from verigrad.models.catalog import load_language_model
+
+    lm = load_language_model(write_llama_gguf(tmp_path / "tiny.gguf", **SERVED))
+    batch = requests([40, 3, 17, 60, 9, 33], prompts_seed=8, temperature=0.0)
+    cold = Engine(*lm, max_batch=4, capacity=256, prefix_blocks=0, join_chunks=False).start()
+    try:
+        want = [summary(events) for events in run(cold, batch)]
+    finally:
+        cold.close()
+
+    def built() -> int:  # (the step is made anew where the RoPE tables grow: read it each time)
+        step = lm[0].cached_step
+        return sum(c.counts["plans"] for kind in (step.decode_rows, step.chunks) for c in kind.values())
+
+    lm[0].cached_step.drop_plans()
+    before = built()
+    warm = Engine(*lm, max_batch=4, capacity=256, prefix_blocks=0, join_chunks=False, warm_positions=128)
+    try:
+        warm.start()
+        alone = summary(run(warm, [batch[0]])[0])
+        assert not any(a.any() for a in warm.cache.cache.keys + warm.cache.cache.values)  # all cleared
+        warmed = built()
+        assert warmed - before == 2 * (4 + 15)  # 1 ... 4 rows, chunks of 2 ... 16 tokens; 2 windows
+        got = [summary(events) for events in run(warm, batch)]
+    finally:
+        warm.close()
+    assert got == want and alone == want[0]
+    assert built() == warmed

@@ -34,6 +34,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="run prompts' last chunks within the decode steps, their first token from the step (models "
         "with ragged steps; off by default: measured no faster)",
     )
+    p.add_argument(
+        "--warm-positions",
+        type=int,
+        default=128,
+        help="build the batched steps' plans for windows of up to N positions at start-up, so that no "
+        "request waits on one (default 128: short chats; 0: none)",
+    )
     p.add_argument("--api-key", default=None, help="required as 'Authorization: Bearer KEY' when given")
     p.set_defaults(run=run_serve)
 
@@ -58,6 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         capacity=context,
         join_last=args.join_last,
+        warm_positions=args.warm_positions,
     )
     name = str(args.model)
     model_id = Path(name).stem if Path(name).suffix == ".gguf" else name
