@@ -41,18 +41,26 @@ time (all threads), which a busy machine's neighbours move much less.
     python benchmarks/serve.py --steps --clients 1,8 --model q4km.gguf   # another GGUF (e.g. Q4_K_M)
     python benchmarks/serve.py --stall 1024 --clients 4
 
+The server's engine takes `--activations q8` (the products on 8-bit activations, as `verigrad generate
+--activations q8`) and `--join-last` (see below); the table's last column gives the plans the server's
+compiled steps built during each level (from /metrics).
+
 `--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
-figure the machine's other work hardly moves): the engine thread's CPU time in prefill chunks and in
-decode steps per output token, and the decode steps' average batch; `--block` sets the engine's prefill
-block (its default, 16, or 64: what it was before).
+figure the machine's other work hardly moves): the engine thread's CPU time in prefill (admitting
+prompts, their chunks run apart from the steps) and in decode steps per output token, the decode steps'
+average batch, the median time to first token and the plans built by kind; `--seconds` for a steady load,
+`--activations`, `--warm-positions N` (the plans built at start-up for windows of up to N positions, as
+`verigrad serve` does for 128); `--block` sets the engine's prefill block (its default, 16, or 64: what
+it was before). It runs an older tree's engine too (PYTHONPATH).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
+    python benchmarks/serve.py --engine --threads 1 --clients 8 --seconds 60 [--warm-positions 128]
 
 `--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
 whole block that is not its prompt's last joins the step where it spends the rest of the prefill budget,
 through the ragged step), with `--engine` and `--stall`; `--join-last` joins the prompts' last chunks too
-(their first token from the step), `--ragged-pad N` rounds a ragged step's tokens up to a multiple of N
-(fewer plans), with `--engine`;
+(their first token from the step; the server's too), `--ragged-pad N` rounds a ragged step's tokens up to
+a multiple of N (the engine's default 8: fewer plans), with `--engine`;
 `--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
 chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
 each B of `--clients` (the process's CPU time, medians of alternated repetitions), and through the ragged
@@ -825,6 +833,11 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
+        "--warm-positions",
+        type=int,
+        help="--engine: plans built at start-up for windows of up to N positions",
+    )
+    parser.add_argument(
         "--join-last", action="store_true", help="--engine, the server: prompts' last chunks join the steps"
     )
     parser.add_argument(
@@ -870,6 +883,7 @@ def main() -> None:
         loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
         flags = {"join_last": True} if args.join_last else {}
         flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
+        flags |= {} if args.warm_positions is None else {"warm_positions": args.warm_positions}
         engine_cpu(model, args.threads, counts, *loops, flags, args.activations, args.seconds)
         return
     if args.steps:

@@ -1,28 +1,33 @@
 """The serving engine: continuous batching of generation requests on one model, in a background thread.
 
 `submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
-thread admits waiting requests between steps (up to `max_batch` running): a request's prompt is prefilled
-alone into its cache row, in chunks of `block` tokens at block-aligned positions (`forward_chunk`: a
-plan compiled for any chunk length, the eager forward's bits), whole blocks copied from
-the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
-interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
-time, in the row after the running ones), so a long prompt delays the running sequences' next tokens by
-`prefill_tokens` tokens' time (about a step row each), not by its whole length; the
-chunks are the same however they are interleaved, so the prompt's results are too. (They are not one
+thread admits waiting requests between steps, into the free rows of the batch's cache (up to `max_batch`
+running or prefilled; a row freed by a step is taken before the next): a request's prompt is prefilled
+into its row in chunks of `block` tokens at block-aligned positions (`forward_chunk`: a plan compiled for
+any chunk length, the eager forward's bits), whole blocks copied from the prefix cache where an earlier
+prompt computed them (prefix_cache.py states the rule). Several prompts are prefilled at once where the
+model takes ragged steps (else one at a time): a round runs one chunk of each as one forward
+(`forward_ragged`, each run the bits it gets alone). The chunks are interleaved with the decode steps
+(`prefill_tokens` prompt tokens between two steps), so a long prompt delays the running sequences' next
+tokens by `prefill_tokens` tokens' time (about a step row each), not by its whole length; the chunks are
+the same however they are interleaved or batched, so the prompt's results are too. (They are not one
 forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
 sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
-cache after prompts of 70 to 300 tokens were the same bits.) Every step
-runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
-each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
-cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
-prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
-(`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows' tokens and the chunk as
-one forward, whose products read each weight once for both; each row's bits are those it gets alone, so
-the chunking is still the same); with `join_last` the prompt's last chunk too, whose first token comes
-from the step's logits (off by default: on SmolLM2 at 8 clients its sequence's first decode row a step
-later and the 12-row products cost more than the chunk run alone saved). Every kernel of
-the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
-whatever batch it lands in, and with a seed its own generator draws them.
+cache after prompts of 70 to 300 tokens were the same bits.) Every step runs one token of every running
+sequence as one batch (`CachedStep.rows`: batched quantized matmuls, each row at its own length);
+sequences leave (end token, max_tokens, a stop string, the context, a cancel) between steps, the last
+running row moving into the freed one (the prompts being prefilled keep their rows; one that is done
+moves into the row after the running ones). With `join_chunks` (the default) a prompt's chunk that
+would spend the rest of the prefill budget, when it is a whole block and not its prompt's last, runs
+within the step instead (`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows'
+tokens and the chunk as one forward, whose products read each weight once for both; each row's bits are
+those it gets alone, so the chunking is still the same); with `join_last` the prompts' last chunks too,
+whose first tokens come from the step's logits (off by default: on SmolLM2 at 8 clients their sequences'
+first decode rows come a step later and the products past 8 rows cost what the chunks run apart saved).
+A ragged forward's tokens are padded to a multiple of `ragged_pad` (fewer plans), and `warm_positions`
+builds the steps' and chunks' plans for the short chats' windows before the first request. Every kernel
+of the step computes row i from row i alone, so a request's tokens and log-probabilities are the same
+bits whatever batch it lands in, and with a seed its own generator draws them.
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
