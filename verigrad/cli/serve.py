@@ -8,7 +8,7 @@ import gc
 import sys
 from pathlib import Path
 
-from .arguments import positive_int
+from .arguments import non_negative_int, positive_int
 from .lm_commands import add_model_options, on_backend, open_language_model
 
 
@@ -36,7 +36,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--warm-positions",
-        type=int,
+        type=non_negative_int,
         default=128,
         help="build the batched steps' plans for windows of up to N positions at start-up, so that no "
         "request waits on one (default 128: short chats; 0: none)",

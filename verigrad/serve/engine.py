@@ -184,6 +184,8 @@ class Engine:
         for name, value in (*checked, ("prefill_tokens", prefill_tokens), ("ragged_pad", ragged_pad)):
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
+        if not (isinstance(warm_positions, int) and warm_positions >= 0):
+            raise ValueError(f"Engine: warm_positions must be an integer >= 0, got {warm_positions!r}")
         if not hasattr(model, "forward_rows"):
             raise TypeError(f"Engine: {type(model).__name__} has no batched decode step (GPT-2, Llama have)")
         capacity = min(model.context_length, 4096) if capacity is None else capacity
