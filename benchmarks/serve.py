@@ -45,13 +45,13 @@ The server's engine takes `--activations q8` (the products on 8-bit activations,
 --activations q8`) and `--join-last` (see below); the table's last column gives the plans the server's
 compiled steps built during each level (from /metrics).
 
-`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
-figure the machine's other work hardly moves): the engine thread's CPU time in prefill (admitting
-prompts, their chunks run apart from the steps) and in decode steps per output token, the decode steps'
-average batch, the median time to first token and the plans built by kind; `--seconds` for a steady load,
-`--activations`, `--warm-positions N` (the plans built at start-up for windows of up to N positions, as
-`verigrad serve` does for 128); `--block` sets the engine's prefill block (its default, 16, or 64: what
-it was before). It runs an older tree's engine too (PYTHONPATH).
+`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a figure
+the machine's other work hardly moves): the engine thread's CPU time in prefill (admitting prompts, their
+chunks run apart from the steps) and in decode steps per output token, the decode steps' average batch, the
+median time to first token and the plans built by kind; `--seconds` for a steady load, `--activations`,
+`--warm-positions N` (the plans built at start-up for windows of up to N positions, as `verigrad serve` does
+for 128), `--batch-prompts` (a round's chunks of several prompts as one forward); `--block` sets the engine's
+prefill block (its default, 16, or 64: what it was before). It runs an older tree's engine too (PYTHONPATH).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
     python benchmarks/serve.py --engine --threads 1 --clients 8 --seconds 60 [--warm-positions 128]
@@ -833,6 +833,9 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
+        "--batch-prompts", action="store_true", help="--engine: several prompts' chunks as one forward"
+    )
+    parser.add_argument(
         "--warm-positions",
         type=int,
         help="--engine: plans built at start-up for windows of up to N positions",
@@ -884,6 +887,7 @@ def main() -> None:
         flags = {"join_last": True} if args.join_last else {}
         flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
         flags |= {} if args.warm_positions is None else {"warm_positions": args.warm_positions}
+        flags |= {"batch_prompts": True} if args.batch_prompts else {}
         engine_cpu(model, args.threads, counts, *loops, flags, args.activations, args.seconds)
         return
     if args.steps:

@@ -63,8 +63,9 @@ def test_a_waiting_request_takes_the_row_freed_by_the_step_before(served, join_l
 @pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.8, "seed": 3}])
 def test_waiting_prompts_run_their_chunks_as_one_forward_with_the_same_bits(served, pad, sampling):
     """Prompts that wait together (a long one first: the short ones finish first and take the row after
-    the running ones, swapped with its) are prefilled at once, a chunk of each in one ragged forward,
-    padded or not; every request's tokens and log-probabilities are the bits it gets alone."""
+    the running ones, swapped with its) are prefilled at once, with `batch_prompts` a chunk of each in one
+    ragged forward, padded or not; every request's tokens and log-probabilities are the bits it gets
+    alone."""
     model = served[0]
     batch = requests([70, 3, 12, 30, 5], prompts_seed=6, **sampling)
     e = Engine(*served, max_batch=8, capacity=256, prefix_blocks=0, prefill_tokens=256, ragged_pad=pad)
@@ -80,7 +81,15 @@ def test_waiting_prompts_run_their_chunks_as_one_forward_with_the_same_bits(serv
         calls.append(len(tokens))
         return ragged(tokens, *args, **kwargs)
 
-    e = Engine(*served, max_batch=8, capacity=256, prefix_blocks=0, prefill_tokens=256, ragged_pad=pad)
+    e = Engine(
+        *served,
+        max_batch=8,
+        capacity=256,
+        prefix_blocks=0,
+        prefill_tokens=256,
+        ragged_pad=pad,
+        batch_prompts=True,
+    )
     model.forward_ragged = counted
     try:
         got = queued_then_run(e, batch)

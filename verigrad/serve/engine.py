@@ -1,33 +1,32 @@
 """The serving engine: continuous batching of generation requests on one model, in a background thread.
 
-`submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
-thread admits waiting requests between steps, into the free rows of the batch's cache (up to `max_batch`
-running or prefilled; a row freed by a step is taken before the next): a request's prompt is prefilled
-into its row in chunks of `block` tokens at block-aligned positions (`forward_chunk`: a plan compiled for
-any chunk length, the eager forward's bits), whole blocks copied from the prefix cache where an earlier
-prompt computed them (prefix_cache.py states the rule). Several prompts are prefilled at once where the
-model takes ragged steps (else one at a time): a round runs one chunk of each as one forward
-(`forward_ragged`, each run the bits it gets alone). The chunks are interleaved with the decode steps
-(`prefill_tokens` prompt tokens between two steps), so a long prompt delays the running sequences' next
-tokens by `prefill_tokens` tokens' time (about a step row each), not by its whole length; the chunks are
-the same however they are interleaved or batched, so the prompt's results are too. (They are not one
-forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
-sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
-cache after prompts of 70 to 300 tokens were the same bits.) Every step runs one token of every running
-sequence as one batch (`CachedStep.rows`: batched quantized matmuls, each row at its own length);
-sequences leave (end token, max_tokens, a stop string, the context, a cancel) between steps, the last
-running row moving into the freed one (the prompts being prefilled keep their rows; one that is done
-moves into the row after the running ones). With `join_chunks` (the default) a prompt's chunk that
-would spend the rest of the prefill budget, when it is a whole block and not its prompt's last, runs
-within the step instead (`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows'
-tokens and the chunk as one forward, whose products read each weight once for both; each row's bits are
-those it gets alone, so the chunking is still the same); with `join_last` the prompts' last chunks too,
-whose first tokens come from the step's logits (off by default: on SmolLM2 at 8 clients their sequences'
-first decode rows come a step later and the products past 8 rows cost what the chunks run apart saved).
-A ragged forward's tokens are padded to a multiple of `ragged_pad` (fewer plans), and `warm_positions`
-builds the steps' and chunks' plans for the short chats' windows before the first request. Every kernel
-of the step computes row i from row i alone, so a request's tokens and log-probabilities are the same
-bits whatever batch it lands in, and with a seed its own generator draws them.
+`submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The thread
+admits waiting requests between steps, into the free rows of the batch's cache (up to `max_batch` running or
+prefilled; a row freed by a step is taken before the next): a request's prompt is prefilled into its row in
+chunks of `block` tokens at block-aligned positions (`forward_chunk`: a plan compiled for any chunk length,
+the eager forward's bits), whole blocks copied from the prefix cache where an earlier prompt computed them
+(prefix_cache.py states the rule). Several prompts are prefilled at once where the model takes ragged steps
+(else one at a time): a round runs one chunk of each, one after the other, or with `batch_prompts` as one
+forward (`forward_ragged`, each run the bits it gets alone). The chunks are interleaved with the decode steps
+(`prefill_tokens` prompt tokens between two steps), so a long prompt delays the running sequences' next tokens
+by `prefill_tokens` tokens' time (about a step row each), not by its whole length; the chunks are the same
+however they are interleaved or batched, so the prompt's results are too. (They are not one forward pass's by
+construction: a chunk's attention sums the positions before it and its own in two f64 sums then adds them,
+another association; rounded to f32 that rarely shows, and SmolLM2's logits and cache after prompts of 70 to
+300 tokens were the same bits.) Every step runs one token of every running sequence as one batch
+(`CachedStep.rows`: batched quantized matmuls, each row at its own length); sequences leave (end token,
+max_tokens, a stop string, the context, a cancel) between steps, the last running row moving into the freed
+one (the prompts being prefilled keep their rows; one that is done moves into the row after the running ones).
+With `join_chunks` (the default) a prompt's chunk that would spend the rest of the prefill budget, when it is
+a whole block and not its prompt's last, runs within the step instead (`forward_ragged`, or `forward_mixed`
+for a model without ragged steps: the rows' tokens and the chunk as one forward, whose products read each
+weight once for both; each row's bits are those it gets alone, so the chunking is still the same); with
+`join_last` the prompts' last chunks too, whose first tokens come from the step's logits (off by default: on
+SmolLM2 at 8 clients their sequences' first decode rows come a step later and the products past 8 rows cost
+what the chunks run apart saved). A ragged forward's tokens are padded to a multiple of `ragged_pad` (fewer
+plans), and `warm_positions` builds the steps' and chunks' plans for the short chats' windows before the first
+request. Every kernel of the step computes row i from row i alone, so a request's tokens and log-probabilities
+are the same bits whatever batch it lands in, and with a seed its own generator draws them.
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
@@ -179,6 +178,7 @@ class Engine:
         join_last: bool = False,
         ragged_pad: int = RAGGED_PAD,
         warm_positions: int = 0,
+        batch_prompts: bool = False,
     ):
         checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
         for name, value in (*checked, ("prefill_tokens", prefill_tokens), ("ragged_pad", ragged_pad)):
@@ -203,6 +203,9 @@ class Engine:
         self.join_last = join_chunks and join_last and self.ragged
         self.ragged_pad = ragged_pad  # a ragged step's tokens rounded up to a multiple (its plans)
         self.warm_positions = min(warm_positions, capacity)  # `_warm`'s windows
+        # a round's chunks of several prompts as one ragged forward (off by default: at 8 clients it saved
+        # no CPU, and every prompt's first token waited for all of them)
+        self.batch_prompts = batch_prompts and self.ragged
         # the prompts being prefilled, in the order they came, each in a row past the running ones: several
         # at once where the model takes ragged steps (their chunks run as one forward), else one
         self._prefills: list[_Prefill] = []
@@ -423,7 +426,8 @@ class Engine:
                 budget -= tokens
             if not ready:
                 return
-            self._prompts_guarded(self._chunks, ready)
+            for batch in [ready] if self.batch_prompts else [[p] for p in ready]:
+                self._prompts_guarded(self._chunks, batch)
 
     def _admit_waiting(self) -> None:
         """Admit waiting requests while a row is free (and fewer than `_most_prefills` prompts are being
