@@ -41,18 +41,26 @@ time (all threads), which a busy machine's neighbours move much less.
     python benchmarks/serve.py --steps --clients 1,8 --model q4km.gguf   # another GGUF (e.g. Q4_K_M)
     python benchmarks/serve.py --stall 1024 --clients 4
 
-`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
-figure the machine's other work hardly moves): the engine thread's CPU time in prefill chunks and in
-decode steps per output token, and the decode steps' average batch; `--block` sets the engine's prefill
-block (its default, 16, or 64: what it was before).
+The server's engine takes `--activations q8` (the products on 8-bit activations, as `verigrad generate
+--activations q8`) and `--join-last` (see below); the table's last column gives the plans the server's
+compiled steps built during each level (from /metrics).
+
+`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a figure
+the machine's other work hardly moves): the engine thread's CPU time in prefill (admitting prompts, their
+chunks run apart from the steps) and in decode steps per output token, the decode steps' average batch, the
+median time to first token and the plans built by kind; `--seconds` for a steady load, `--activations`,
+`--warm-positions N` (the plans built at start-up for windows of up to N positions, as `verigrad serve` does
+for 128), `--batch-prompts` (a round's chunks of several prompts as one forward); `--block` sets the engine's
+prefill block (its default, 16, or 64: what it was before). It runs an older tree's engine too (PYTHONPATH).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
+    python benchmarks/serve.py --engine --threads 1 --clients 8 --seconds 60 [--warm-positions 128]
 
 `--no-join` runs the engine's prompt chunks apart from the decode steps (`join_chunks=False`; by default a
 whole block that is not its prompt's last joins the step where it spends the rest of the prefill budget,
 through the ragged step), with `--engine` and `--stall`; `--join-last` joins the prompts' last chunks too
-(their first token from the step), `--ragged-pad N` rounds a ragged step's tokens up to a multiple of N
-(fewer plans), with `--engine`;
+(their first token from the step; the server's too), `--ragged-pad N` rounds a ragged step's tokens up to
+a multiple of N (the engine's default 8: fewer plans), with `--engine`;
 `--prefill-tokens N` sets the engine's prompt tokens between two steps for `--engine`. `--joined` times a
 chunk of 5 and of 16 tokens joined to a step of B rows (`forward_mixed`) against the two run apart, for
 each B of `--clients` (the process's CPU time, medians of alternated repetitions), and through the ragged
@@ -106,6 +114,7 @@ from _common import console as make_console
 from _common import describe_machine, positive_ints, verigrad
 from rich.table import Table
 from serve_client import chat_body, run_clients
+from serve_engine import engine_cpu, stall
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -175,11 +184,18 @@ runpy.run_module("llama_cpp.server", run_name="__main__")
 
 
 def start(
-    which: str, model: Path, port: int, threads: int, batch: int, llama: tuple[Path, bool] | None = None
+    which: str,
+    model: Path,
+    port: int,
+    threads: int,
+    batch: int,
+    llama: tuple[Path, bool] | None = None,
+    options: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """The server `which` on `port`; llama.cpp's with `llama` = (its interpreter, whether --no-repack)."""
+    """The server `which` on `port`; llama.cpp's with `llama` = (its interpreter, whether --no-repack);
+    verigrad's with its engine's `options` (`verigrad serve`'s arguments)."""
     if which == "verigrad":
-        python, args = Path(sys.executable), ["-m", "verigrad", "serve", "--model", str(model)]
+        python, args = Path(sys.executable), ["-m", "verigrad", "serve", "--model", str(model), *options]
         args += [
             "--port",
             str(port),
@@ -272,6 +288,8 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
         "prefill_share": d["prefill_seconds_total"] / wall,
         "rows_per_step": d["decode_rows_total"] / max(d["decode_steps_total"], 1),
     }
+    if "plans_built_total" in d:  # the compiled steps' plans built during the level
+        out["plans_built"] = d["plans_built_total"]
     if "sampling_seconds_total" in d:  # of the decode steps' time, choosing tokens and sending events
         tokens = max(d["completion_tokens_total"], 1)
         out |= {
@@ -336,9 +354,10 @@ def run(
     max_tokens: int,
     llama: tuple[Path, bool] | None = None,
     seconds: float | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict:
     port = free_port()
-    proc = start(which, model, port, threads, max(counts), llama)
+    proc = start(which, model, port, threads, max(counts), llama, options)
     url, name = (
         f"http://127.0.0.1:{port}",
         httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"],
@@ -596,178 +615,6 @@ def stream_events(tokens: int = 64, repeats: int = 300) -> None:
     print(f"the event loop's work per streamed token (no HTTP): {per_token:.2f} us CPU")
 
 
-def engine_cpu(
-    model_path: Path,
-    threads: int,
-    counts: list[int],
-    requests: int,
-    max_tokens: int,
-    block: int,
-    join: bool,
-    prefill_tokens: int | None,
-    engine_flags: dict | None = None,
-):
-    """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
-    prefill chunks run alone and in decode steps (with the chunks joined to them, unless `join` is
-    false), and its CPU ms per output token (time.thread_time: with --threads 1 the kernels run on that
-    thread, and the machine's other work adds little). `prefill_tokens`: the engine's (None: its default);
-    `engine_flags`: more of the Engine's settings (join_last, ragged_pad)."""
-    import threading
-
-    from verigrad.backends import backend, set_threads
-    from verigrad.models.catalog import load_language_model
-    from verigrad.serve.engine import Engine, Request
-
-    class Timed(Engine):
-        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0, "chunks": 0, "tokens": 0}  # steps' rows, chunks
-
-        def _chunk(self, handle: Any) -> None:
-            t0 = time.thread_time()
-            p = self._prefill
-            if p is not None:
-                self.cpu["chunks"] += 1
-                self.cpu["tokens"] += min(self.block, len(p.prompt) - p.at)
-            super()._chunk(handle)
-            self.cpu["prefill"] += time.thread_time() - t0
-
-        def _step(self) -> None:
-            t0 = time.thread_time()
-            self.cpu["rows"] += len(self._running)
-            super()._step()
-            self.cpu["decode"] += time.thread_time() - t0
-
-    set_threads(threads)
-    model, tokenizer = load_language_model(model_path)
-    chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
-    prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
-    with backend("cpu"):
-        budget = {} if prefill_tokens is None else {"prefill_tokens": prefill_tokens}
-        budget |= engine_flags or {}
-        engine = Timed(
-            model, tokenizer, max_batch=max(counts), capacity=1024, block=block, join_chunks=join, **budget
-        )
-        engine.start()
-
-        def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
-            made = []
-
-            def client(i: int) -> None:
-                for j in range(requests):
-                    done, got = threading.Event(), []
-
-                    def on_event(ev: Any) -> None:
-                        got.extend(ev.tokens)
-                        if ev.finish_reason:
-                            done.set()
-
-                    engine.submit(Request(prompts[(i + j) % len(prompts)], max_tokens, 0.0), on_event)
-                    done.wait()
-                    made.append(len(got))
-
-            t0 = time.perf_counter()
-            workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-            for w in workers:
-                w.start()
-            for w in workers:
-                w.join()
-            return sum(made), time.perf_counter() - t0
-
-        try:
-            for clients in counts:
-                level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
-                engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
-                steps, joined = engine.steps_total, (engine.joined_chunks_total, engine.joined_tokens_total)
-                tokens, wall = level(clients, requests, max_tokens)
-                pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
-                steps = engine.steps_total - steps
-                print(
-                    f"block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
-                    f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
-                    f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
-                    f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    f"each, {engine.joined_chunks_total - joined[0]} with a prompt chunk (of "
-                    f"{engine.joined_tokens_total - joined[1]} tokens in all); {engine.cpu['chunks']} "
-                    f"prefill chunks alone of {engine.cpu['tokens']} tokens, "
-                    f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
-                    flush=True,
-                )
-        finally:
-            engine.close()
-
-
-def stall(model_path: Path, threads: int, running: int, prompt: int, join: bool, repeats: int = 3) -> None:
-    """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
-    wait between two tokens of a running sequence while it is prefilled, and its time to first token,
-    with the prompt prefilled one chunk (16 tokens) or 64 tokens (the default) between two steps, and all
-    at once, beside the time of a step without it (medians)."""
-    import threading
-
-    from verigrad.backends import backend, set_threads
-    from verigrad.models.catalog import load_language_model
-    from verigrad.serve.engine import BLOCK, PREFILL_TOKENS, Engine, Request
-
-    set_threads(threads)
-    model, tokenizer = load_language_model(model_path)
-    rng = np.random.default_rng(0)
-    budgets = dict.fromkeys((BLOCK, PREFILL_TOKENS))  # one chunk, the default (the same where they are)
-    modes = {f"{n} tokens between steps": n for n in budgets} | {"all at once": 1 << 30}
-    found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
-    with backend("cpu"):
-        for r in range(repeats + 1):  # the first round builds the plans
-            for mode, budget in modes.items():
-                engine = Engine(
-                    model,
-                    tokenizer,
-                    max_batch=running + 1,
-                    capacity=2048,
-                    prefill_tokens=budget,
-                    join_chunks=join,
-                )
-                times: list[float] = []
-                started, first = threading.Semaphore(0), threading.Event()
-
-                def receiver() -> Any:
-                    seen: list[int] = []
-
-                    def on_event(ev: Any) -> None:
-                        times.append(time.perf_counter())
-                        if not seen:
-                            seen.append(1)
-                            started.release()
-
-                    return on_event
-
-                engine.start()
-                try:
-                    for i in range(running):
-                        engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
-                    for _ in range(running):
-                        started.acquire()
-                    clock = time.pthread_getcpuclockid(engine._thread.ident)  # the engine thread's CPU
-                    ta, sa, ca = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
-                    time.sleep(0.5)  # the steps' own pace, for comparison
-                    t0, s0, c0 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
-                    ids = list(map(int, rng.integers(100, 20_000, prompt)))
-                    engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
-                    first.wait()
-                    t1, s1, c1 = time.perf_counter(), engine.steps_total, time.clock_gettime(clock)
-                finally:
-                    engine.close()
-                during = [t for t in times if t0 <= t <= t1]
-                gaps = np.diff([t0, *during, t1])
-                if r:
-                    step_cpu = (c0 - ca) / max(s0 - sa, 1)
-                    prefill_cpu = c1 - c0 - (s1 - s0) * step_cpu  # the window's CPU less its steps' own
-                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1), prefill_cpu))
-    for mode, rows in found.items():
-        gap, ttft, step, cpu = (statistics.median(row[i] for row in rows) for i in range(4))
-        say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
-        print(
-            f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms, the prompt's CPU "
-            f"{1000 * cpu:.0f} ms"
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,4,8", help="concurrent client counts (default 1,4,8)")
@@ -800,13 +647,23 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tokens", type=int, help="--engine: prompt tokens between two steps")
     parser.add_argument(
-        "--join-last", action="store_true", help="--engine: prompts' last chunks join the steps (see above)"
+        "--batch-prompts", action="store_true", help="--engine: several prompts' chunks as one forward"
+    )
+    parser.add_argument(
+        "--warm-positions",
+        type=int,
+        help="--engine: plans built at start-up for windows of up to N positions",
+    )
+    parser.add_argument(
+        "--join-last", action="store_true", help="--engine, the server: prompts' last chunks join the steps"
     )
     parser.add_argument(
         "--ragged-pad", type=int, help="--engine: a ragged step's tokens rounded up to a multiple"
     )
     parser.add_argument(
-        "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
+        "--activations",
+        default="f32",
+        help="the products' activations: f32 or q8 (the server's, --engine's); --steps: comma-separated",
     )
     parser.add_argument(
         "--stall", type=int, metavar="N", help="an N-token prompt among running ones (see above)"
@@ -843,7 +700,9 @@ def main() -> None:
         loops = (args.requests, args.max_tokens, args.block, not args.no_join, args.prefill_tokens)
         flags = {"join_last": True} if args.join_last else {}
         flags |= {} if args.ragged_pad is None else {"ragged_pad": args.ragged_pad}
-        engine_cpu(model, args.threads, counts, *loops, flags)
+        flags |= {} if args.warm_positions is None else {"warm_positions": args.warm_positions}
+        flags |= {"batch_prompts": True} if args.batch_prompts else {}
+        engine_cpu(model, args.threads, counts, *loops, flags, args.activations, args.seconds, QUESTIONS)
         return
     if args.steps:
         print(describe_machine())
@@ -858,7 +717,16 @@ def main() -> None:
     console = make_console(110)
     console.print(describe_machine())
     loops = (args.requests, args.max_tokens)
-    results = {"verigrad": run("verigrad", model, args.threads, counts, *loops, seconds=args.seconds)}
+    if args.activations not in ("f32", "q8"):
+        parser.error(f"--activations: the server takes one of f32, q8, got {args.activations!r}")
+    options = ("--activations", args.activations) + ("--join-last",) * args.join_last
+    if args.activations == "f32":  # the defaults: what a tree without these options is given
+        options = options[2:]
+    results = {
+        "verigrad": run(
+            "verigrad", model, args.threads, counts, *loops, seconds=args.seconds, options=options
+        )
+    }
     if not args.no_llama_cpp:
         python, version = ensure_llama_cpp_server()
         console.print(f"llama-cpp-python {version} ({python})" + (", --no-repack" * args.llama_no_repack))
@@ -872,7 +740,7 @@ def main() -> None:
         *columns,
         "CPU ms/token (pool's)",
         "client CPU ms/token",
-        "engine: decode / prefill / rows (most possible)",
+        "engine: decode / prefill / rows (most possible), plans built",
     ):
         table.add_column(column, justify="right")
     for which, levels in results.items():
@@ -890,6 +758,7 @@ def main() -> None:
                 f"{r['client_cpu_ms_per_token']:.2f}",
                 f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f} "
                 f"({r['rows_possible']:.2f})"
+                + (f", {r['plans_built']:.0f} plans" if "plans_built" in r else "")
                 if "decode_share" in r else "",
             )  # fmt: skip
     console.print(table)

@@ -157,6 +157,7 @@ def create_app(
         joined = "Prompt chunks run within decode steps"
         metric("joined_chunks_total", "counter", f"{joined}.", engine.joined_chunks_total)
         metric("joined_tokens_total", "counter", f"{joined}: their tokens.", engine.joined_tokens_total)
+        metric("plans_built_total", "counter", "Plans the model's compiled steps built.", engine.plans_built)
         seconds = "Seconds the engine's thread spent"
         metric("decode_seconds_total", "counter", f"{seconds} in decode steps.", engine.decode_seconds)
         metric("prefill_seconds_total", "counter", f"{seconds} prefilling prompts.", engine.prefill_seconds)

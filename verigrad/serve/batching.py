@@ -41,6 +41,12 @@ class BatchCache:
             for a in arrays:
                 a[target, :, :length] = a[source, :, :length]
 
+    def swap(self, a: int, b: int, length: int) -> None:
+        """Exchange rows `a` and `b`'s first `length` positions."""
+        for arrays in (self.cache.keys, self.cache.values):
+            for x in arrays:
+                x[[a, b], :, :length] = x[[b, a], :, :length]
+
     def clear(self, i: int, start: int, end: int) -> None:
         """Zero row i's positions start ... end-1 (those past the capacity are not there)."""
         at = slice(start, min(end, self.capacity))

@@ -1,28 +1,32 @@
 """The serving engine: continuous batching of generation requests on one model, in a background thread.
 
-`submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
-thread admits waiting requests between steps (up to `max_batch` running): a request's prompt is prefilled
-alone into its cache row, in chunks of `block` tokens at block-aligned positions (`forward_chunk`: a
-plan compiled for any chunk length, the eager forward's bits), whole blocks copied from
-the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
-interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
-time, in the row after the running ones), so a long prompt delays the running sequences' next tokens by
-`prefill_tokens` tokens' time (about a step row each), not by its whole length; the
-chunks are the same however they are interleaved, so the prompt's results are too. (They are not one
-forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
-sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
-cache after prompts of 70 to 300 tokens were the same bits.) Every step
-runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
-each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
-cancel) between steps. With `join_chunks` (the default) the chunk that would spend the rest of the
-prefill budget, when it is a whole block and not its prompt's last, runs within the step instead
-(`forward_ragged`, or `forward_mixed` for a model without ragged steps: the rows' tokens and the chunk as
-one forward, whose products read each weight once for both; each row's bits are those it gets alone, so
-the chunking is still the same); with `join_last` the prompt's last chunk too, whose first token comes
-from the step's logits (off by default: on SmolLM2 at 8 clients its sequence's first decode row a step
-later and the 12-row products cost more than the chunk run alone saved). Every kernel of
-the step computes row i from row i alone, so a request's tokens and log-probabilities are the same bits
-whatever batch it lands in, and with a seed its own generator draws them.
+`submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The thread
+admits waiting requests between steps, into the free rows of the batch's cache (up to `max_batch` running or
+prefilled; a row freed by a step is taken before the next): a request's prompt is prefilled into its row in
+chunks of `block` tokens at block-aligned positions (`forward_chunk`: a plan compiled for any chunk length,
+the eager forward's bits), whole blocks copied from the prefix cache where an earlier prompt computed them
+(prefix_cache.py states the rule). Several prompts are prefilled at once where the model takes ragged steps
+(else one at a time): a round runs one chunk of each, one after the other, or with `batch_prompts` as one
+forward (`forward_ragged`, each run the bits it gets alone). The chunks are interleaved with the decode steps
+(`prefill_tokens` prompt tokens between two steps), so a long prompt delays the running sequences' next tokens
+by `prefill_tokens` tokens' time (about a step row each), not by its whole length; the chunks are the same
+however they are interleaved or batched, so the prompt's results are too. (They are not one forward pass's by
+construction: a chunk's attention sums the positions before it and its own in two f64 sums then adds them,
+another association; rounded to f32 that rarely shows, and SmolLM2's logits and cache after prompts of 70 to
+300 tokens were the same bits.) Every step runs one token of every running sequence as one batch
+(`CachedStep.rows`: batched quantized matmuls, each row at its own length); sequences leave (end token,
+max_tokens, a stop string, the context, a cancel) between steps, the last running row moving into the freed
+one (the prompts being prefilled keep their rows; one that is done moves into the row after the running ones).
+With `join_chunks` (the default) a prompt's chunk that would spend the rest of the prefill budget, when it is
+a whole block and not its prompt's last, runs within the step instead (`forward_ragged`, or `forward_mixed`
+for a model without ragged steps: the rows' tokens and the chunk as one forward, whose products read each
+weight once for both; each row's bits are those it gets alone, so the chunking is still the same); with
+`join_last` the prompts' last chunks too, whose first tokens come from the step's logits (off by default: on
+SmolLM2 at 8 clients their sequences' first decode rows come a step later and the products past 8 rows cost
+what the chunks run apart saved). A ragged forward's tokens are padded to a multiple of `ragged_pad` (fewer
+plans), and `warm_positions` builds the steps' and chunks' plans for the short chats' windows before the first
+request. Every kernel of the step computes row i from row i alone, so a request's tokens and log-probabilities
+are the same bits whatever batch it lands in, and with a seed its own generator draws them.
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
@@ -53,6 +57,10 @@ from .prefix_cache import PrefixCache
 # PREFILL_TOKENS prompt tokens run between two decode steps (several chunks), and the prefix cache keeps
 # PREFIX_TOKENS tokens' blocks.
 BLOCK, PREFILL_TOKENS, PREFIX_TOKENS = 16, 64, 16384
+# a ragged forward's tokens are rounded up to a multiple of RAGGED_PAD (the padding a run of its own whose
+# keys are not kept, each run's bits unchanged): a plan per (tokens, runs, window), and in a minute of 8
+# clients' steady load 6 plans built in place of 14 (about 0.1 s each), for ~3.5 padded tokens a forward
+RAGGED_PAD = 8
 
 
 class QueueFull(Exception):
@@ -140,10 +148,14 @@ class _Sequence:
 
 
 class _Prefill:
-    """A prompt being prefilled, a chunk at a time, into the row after the running sequences."""
+    """A prompt being prefilled, a chunk at a time, into cache row `row` (one past the running ones)."""
 
-    def __init__(self, seq: _Sequence, prompt: list[int], digests: list[bytes], at: int):
-        self.seq, self.prompt, self.digests, self.at = seq, prompt, digests, at
+    def __init__(self, seq: _Sequence, prompt: list[int], digests: list[bytes], at: int, row: int):
+        self.seq, self.prompt, self.digests, self.at, self.row = seq, prompt, digests, at, row
+
+    def next_chunk(self, block: int) -> list[int]:
+        """The prompt's next chunk: up to `block` tokens from `at` (a multiple of `block`)."""
+        return self.prompt[self.at : self.at + block]
 
 
 class Engine:
@@ -164,12 +176,16 @@ class Engine:
         prefill_tokens: int = PREFILL_TOKENS,
         join_chunks: bool = True,
         join_last: bool = False,
-        ragged_pad: int = 1,
+        ragged_pad: int = RAGGED_PAD,
+        warm_positions: int = 0,
+        batch_prompts: bool = False,
     ):
         checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
         for name, value in (*checked, ("prefill_tokens", prefill_tokens), ("ragged_pad", ragged_pad)):
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
+        if not (isinstance(warm_positions, int) and warm_positions >= 0):
+            raise ValueError(f"Engine: warm_positions must be an integer >= 0, got {warm_positions!r}")
         if not hasattr(model, "forward_rows"):
             raise TypeError(f"Engine: {type(model).__name__} has no batched decode step (GPT-2, Llama have)")
         capacity = min(model.context_length, 4096) if capacity is None else capacity
@@ -186,8 +202,15 @@ class Engine:
         self.ragged = getattr(model, "ragged_steps", False)
         self.join_last = join_chunks and join_last and self.ragged
         self.ragged_pad = ragged_pad  # a ragged step's tokens rounded up to a multiple (its plans)
-        self._prefill: _Prefill | None = None
-        self._join: _Prefill | None = None  # the prompt whose next chunk the coming step runs
+        self.warm_positions = min(warm_positions, capacity)  # `_warm`'s windows
+        # a round's chunks of several prompts as one ragged forward (off by default: at 8 clients it saved
+        # no CPU, and every prompt's first token waited for all of them)
+        self.batch_prompts = batch_prompts and self.ragged
+        # the prompts being prefilled, in the order they came, each in a row past the running ones: several
+        # at once where the model takes ragged steps (their chunks run as one forward), else one
+        self._prefills: list[_Prefill] = []
+        self._most_prefills = max_batch if self.ragged else 1
+        self._joins: list[_Prefill] = []  # the prompts whose next chunk the coming step runs
         self.cache = BatchCache(model, max_batch, capacity)
         self.prefix = PrefixCache(block, prefix_blocks)
         self._waiting: collections.deque[Handle] = collections.deque()
@@ -262,6 +285,15 @@ class Engine:
     def running(self) -> int:
         return len(self._running)
 
+    @property
+    def plans_built(self) -> int:
+        """Plans the model's compiled steps have built so far (each new batch, chunk or window shape)."""
+        step = getattr(self.model, "cached_step", None)
+        compiled = [
+            getattr(step, name, {}) for name in ("decode", "decode_rows", "chunks", "mixes", "raggeds")
+        ]
+        return sum(c.counts["plans"] for plans in compiled for c in plans.values())
+
     def tokens_per_second(self, window: float = 10.0) -> float:
         """Generated tokens per second over the last `window` seconds."""
         now = time.perf_counter()
@@ -273,12 +305,31 @@ class Engine:
         # a request's bits may not depend on its batch: products of f32 weights (an F16/F32 GGUF, a
         # safetensors model) take the backend's row-independent path while the engine runs
         with backend(self.backend) as active, active.rows_apart():
+            self._warm()
             self._serve()
+
+    def _warm(self) -> None:
+        """Build the plans of the common steps before the first request runs (requests wait meanwhile), so
+        that none waits on a plan build later: `forward_rows` of 1 ... max_batch rows and a prompt chunk
+        of 1 ... block tokens, at each window of up to `warm_positions` positions (64, 128, ...); the
+        rows they wrote are cleared."""
+        width = 64  # the smallest window (models/_decoder.py's MIN_WINDOW)
+        while width <= self.warm_positions and width - self.block >= 1:
+            at = width - self.block  # in the window of `width` positions with room for a chunk
+            with no_grad():
+                for b in range(1, self.max_batch + 1):
+                    ids = np.ones((b, 1), np.int64)
+                    self.model.forward_rows(ids, self.cache.cache, [at] * b)
+                for t in range(1, self.block + 1):
+                    self.model.forward_chunk(np.ones((1, t), np.int64), self.cache.row(0, at))
+            for row in range(self.max_batch):
+                self.cache.clear(row, at, width)
+            width *= 2
 
     def _serve(self) -> None:
         while True:
             with self._wake:
-                while not (self._closing or self._waiting or self._running or self._prefill):
+                while not (self._closing or self._waiting or self._running or self._prefills):
                     self._wake.wait()
                 if self._closing:
                     break
@@ -296,8 +347,8 @@ class Engine:
                 self.decode_seconds += time.perf_counter() - t1
             self._note_chosen()
             self.engine_cpu_seconds += time.thread_time() - cpu
-        if self._prefill is not None:
-            self._drop_prefill(Event(finish_reason="cancelled"))
+        for p in list(self._prefills):
+            self._drop_prefill(p, Event(finish_reason="cancelled"))
         for s in list(self._running):
             self._finish(s, "cancelled")
         with self._wake:
@@ -315,120 +366,180 @@ class Engine:
         while self._recent and self._recent[0][0] < now - 60:
             self._recent.popleft()
 
-    def _guarded(self, work: Callable, *args: object) -> None:
-        """Run `work`; an exception ends the sequences it concerned with an error event, not the thread."""
+    def _guarded(self, work: Callable[[], None]) -> None:
+        """Run `work`; an exception ends the running sequences with an error event, not the thread."""
         try:
-            work(*args)
+            work()
         except Exception as e:
             message = f"{type(e).__name__}: {e}"
-            concerned = [s for s in self._running if not args or s.handle is args[0]]
-            for s in concerned:
+            for s in list(self._running):
                 self._finish(s, "error", message)
-            if args and not concerned:  # a prompt that failed before it joined the batch
-                if self._prefill is not None and self._prefill.seq.handle is args[0]:
-                    self._prefill = None
-                prompt = len(args[0].request.prompt)  # type: ignore[attr-defined]
-                self.cache.clear(len(self._running), 0, prompt)  # what its chunks wrote
-                args[0].on_event(Event(finish_reason="error", error=message))  # type: ignore[attr-defined]
+
+    def _prompts_guarded(self, work: Callable[[list[_Prefill]], None], prompts: list[_Prefill]) -> None:
+        """Run `work` on prompts being prefilled; an exception ends them with an error event (those
+        that already joined the batch too), not the thread."""
+        try:
+            work(prompts)
+        except Exception as e:
+            self._prompts_failed(prompts, f"{type(e).__name__}: {e}")
+
+    def _prompts_failed(self, prompts: list[_Prefill], message: str) -> None:
+        for p in prompts:
+            if p in self._prefills:
+                self._drop_prefill(p, Event(finish_reason="error", error=message))
+            elif p.seq in self._running:
+                self._finish(p.seq, "error", message)
 
     def _prefill_some(self) -> None:
-        """Prefill chunks of the waiting prompts, one prompt at a time, until `prefill_tokens` tokens ran
-        (or none waits, or the batch is full); a prompt whose last chunk ran joins the batch. While
-        sequences run (and `join_chunks`), a whole block that is not its prompt's last and would spend the
-        rest of the budget is left to the decode step, which runs it with the rows (`_joined_step`): its
+        """Admit waiting requests into the free rows and prefill their prompts' chunks, one chunk of each
+        prompt a round, until `prefill_tokens` tokens ran (or none is left); a prompt whose last chunk ran
+        joins the batch. A round's chunks run as one forward (`forward_ragged`, where the model takes
+        ragged steps; several prompts run together only there), before the decode step. While sequences
+        run (and `join_chunks`), a whole block that is not its prompt's last and would spend the rest of
+        the budget is left to the decode step, which runs it with the rows (`_joined_step`): its
         products read each weight once for both. With `join_last` (a model that takes ragged steps: one
-        plan per token count and window, whatever the rows and the chunk), the prompt's last chunk joins
-        the step too, and the step's logits give its first token; else it runs before the step (a
-        chunk of any length joined to `forward_mixed` builds a plan per rows, chunk length and window)."""
-        budget, self._join = self.prefill_tokens, None
+        plan per token count, run count and window, whatever the rows and the chunks), the prompts' last
+        chunks join the step too, and the step's logits give their first tokens; else they run before
+        the step (a chunk of any length joined to `forward_mixed` builds a plan per rows, chunk length
+        and window)."""
+        budget, self._joins = self.prefill_tokens, []
         while budget > 0:
-            if self._prefill is None:
-                with self._wake:
-                    if not self._waiting or len(self._running) >= self.max_batch:
-                        return
-                    handle = self._waiting.popleft()
-                if handle.cancelled:
-                    prompt_tokens = len(handle.request.prompt)
-                    handle.on_event(Event(finish_reason="cancelled", prompt_tokens=prompt_tokens))
+            self._admit_waiting()
+            ready = []  # this round's chunks, run before the step
+            for p in list(self._prefills):
+                if budget <= 0:
+                    break
+                if p in self._joins:
                     continue
-                self._guarded(self._admit, handle)
-                continue
-            p = self._prefill
-            if p.seq.handle.cancelled:
-                self._drop_prefill(Event(finish_reason="cancelled"))
-                continue
-            tokens = min(self.block, len(p.prompt) - p.at)
-            last = p.at + tokens == len(p.prompt)
-            whole = tokens == self.block and not last
-            if self._running and (
-                (budget <= tokens and whole and self.join_chunks) or (last and self.join_last)
-            ):
-                self._join = p
+                if p.seq.handle.cancelled:
+                    self._drop_prefill(p, Event(finish_reason="cancelled"))
+                    continue
+                tokens = len(p.next_chunk(self.block))
+                last = p.at + tokens == len(p.prompt)
+                whole = tokens == self.block and not last
+                if self._running and (
+                    (budget <= tokens and whole and self.join_chunks) or (last and self.join_last)
+                ):
+                    self._joins.append(p)
+                else:
+                    ready.append(p)
+                budget -= tokens
+            if not ready:
                 return
-            budget -= tokens
-            self._guarded(self._chunk, p.seq.handle)
+            for batch in [ready] if self.batch_prompts else [[p] for p in ready]:
+                self._prompts_guarded(self._chunks, batch)
+
+    def _admit_waiting(self) -> None:
+        """Admit waiting requests while a row is free (and fewer than `_most_prefills` prompts are being
+        prefilled); a cancelled one is answered."""
+        while (
+            len(self._prefills) < self._most_prefills
+            and len(self._running) + len(self._prefills) < self.max_batch
+        ):
+            with self._wake:
+                if not self._waiting:
+                    return
+                handle = self._waiting.popleft()
+            if handle.cancelled:
+                prompt_tokens = len(handle.request.prompt)
+                handle.on_event(Event(finish_reason="cancelled", prompt_tokens=prompt_tokens))
+                continue
+            try:
+                self._admit(handle)
+            except Exception as e:
+                message = f"{type(e).__name__}: {e}"
+                admitted = [p for p in self._prefills if p.seq.handle is handle]
+                if admitted:
+                    self._prompts_failed(admitted, message)
+                else:
+                    handle.on_event(Event(finish_reason="error", error=message))
 
     def _admit(self, handle: Handle) -> None:
-        """Start prefilling the request's prompt into the next free row: the blocks the prefix cache
-        holds are copied in; `_chunk` runs the rest."""
+        """Start prefilling the request's prompt into the first free row: the blocks the prefix cache
+        holds are copied in; `_chunks` runs the rest."""
         prompt = [int(t) for t in handle.request.prompt]
-        row = len(self._running)
+        taken = {p.row for p in self._prefills}
+        row = next(r for r in range(len(self._running), self.max_batch) if r not in taken)
         digests = self.prefix.digests(prompt)
         usable = (len(prompt) - 1) // self.block  # at least one token runs, for the next token's logits
         blocks = self.prefix.lookup(digests[:usable])
+        start = len(blocks) * self.block
+        p = _Prefill(_Sequence(handle, self.tokenizer, start), prompt, digests, start, row)
+        self._prefills.append(p)
         for i, (k, v) in enumerate(blocks):
             self.cache.write(row, i * self.block, k, v)
-        start = len(blocks) * self.block
-        self._prefill = _Prefill(_Sequence(handle, self.tokenizer, start), prompt, digests, start)
 
-    def _chunk(self, handle: Handle) -> None:
-        """Run the prefilling prompt's next chunk alone; after its last, the sequence joins the batch and
-        its first token is sampled."""
-        p, row = self._prefill, len(self._running)
-        assert p is not None and p.seq.handle is handle
-        chunk = p.prompt[p.at : p.at + self.block]
-        with no_grad():  # the eager forward's bits, from a plan compiled for any chunk length
-            logits = self.model.forward_chunk(np.asarray([chunk], np.int64), self.cache.row(row, p.at))
-        self._chunk_ran(p, len(chunk))
-        self._prompt_done(p, logits.numpy()[0, -1])
+    def _chunks(self, prompts: list[_Prefill]) -> None:
+        """Run each prompt's next chunk, as one forward (the eager forward's bits, from plans compiled for
+        any chunk length: `forward_chunk` for one, `forward_ragged` for several); after a prompt's last,
+        its sequence joins the batch and its first token is sampled."""
+        chunks = [p.next_chunk(self.block) for p in prompts]
+        with no_grad():
+            if len(prompts) == 1:
+                (p,), (chunk,) = prompts, chunks
+                rows = self.model.forward_chunk(np.asarray([chunk], np.int64), self.cache.row(p.row, p.at))
+            else:
+                rows = self.model.forward_ragged(
+                    chunks,
+                    self.cache.cache,
+                    [p.row for p in prompts],
+                    [p.at for p in prompts],
+                    self.ragged_pad,
+                )
+        logits = rows.numpy()
+        for p, chunk in zip(prompts, chunks):
+            self._chunk_ran(p, len(chunk))
+        for p, row in zip(prompts, logits):
+            self._prompt_done(p, row[-1])
 
     def _chunk_ran(self, p: _Prefill, count: int) -> None:
         """After `count` tokens of p's prompt ran into its row: a whole block is kept in the prefix cache."""
         if count == self.block:
-            self.prefix.store(
-                p.digests[p.at // self.block], *self.cache.read(len(self._running), p.at, count)
-            )
+            self.prefix.store(p.digests[p.at // self.block], *self.cache.read(p.row, p.at, count))
         p.at += count
 
     def _prompt_done(self, p: _Prefill, logits: np.ndarray) -> None:
-        """If p's whole prompt ran (`logits`: its last token's), its sequence joins the batch, with its
-        first token sampled."""
+        """If p's whole prompt ran (`logits`: its last token's), its sequence joins the batch (its row
+        becomes the one after the running ones'), with its first token sampled."""
         if p.at < len(p.prompt):
             return
-        self._prefill = None
+        self._place(p, len(self._running))
+        self._prefills.remove(p)
         p.seq.length = len(p.prompt)
         self.prompt_tokens_total += len(p.prompt)
         self._running.append(p.seq)
         self._choose(p.seq, logits)
 
-    def _drop_prefill(self, event: Event) -> None:
+    def _place(self, p: _Prefill, row: int) -> None:
+        """Move p's positions into `row` (one past the running rows), swapped with the prompt there."""
+        if p.row == row:
+            return
+        other = next((q for q in self._prefills if q.row == row), None)
+        if other is None:
+            self.cache.move(p.row, row, p.at)
+            self.cache.clear(p.row, 0, p.at)
+        else:
+            self.cache.swap(p.row, row, max(p.at, other.at))
+            other.row = p.row
+        p.row = row
+
+    def _drop_prefill(self, p: _Prefill, event: Event) -> None:
         """End the prefilling request with `event` (its row holds nothing that is kept)."""
-        p, self._prefill = self._prefill, None
-        if p is not None:
-            self.cache.clear(len(self._running), 0, len(p.prompt))
+        if p in self._prefills:
+            self._prefills.remove(p)
+            self.cache.clear(p.row, 0, len(p.prompt))
             event.prompt_tokens = len(p.prompt)
             p.seq.handle.on_event(event)
 
     def _step(self) -> None:
-        """One token of every running sequence, as one batch, with the prefilling prompt's next chunk
-        where it joins the step (`join_chunks`)."""
-        p = self._join
-        if p is not None and p is self._prefill:
+        """One token of every running sequence, as one batch, with the prefilling prompts' next chunks
+        where they join the step (`join_chunks`)."""
+        joins = [p for p in self._joins if p in self._prefills]
+        if joins:
             try:
-                self._joined_step(p)
-            except Exception as e:  # the prompt ends with the running sequences (`_guarded`)
-                if self._prefill is p:
-                    self._drop_prefill(Event(finish_reason="error", error=f"{type(e).__name__}: {e}"))
+                self._joined_step(joins)
+            except Exception as e:  # the prompts end with the running sequences (`_guarded`)
+                self._prompts_failed(joins, f"{type(e).__name__}: {e}")
                 raise
             return
         running = self._running
@@ -437,28 +548,37 @@ class Engine:
             logits = self.model.forward_rows(ids, self.cache.cache, [s.length for s in running]).numpy()
         self._stepped(logits)
 
-    def _joined_step(self, p: _Prefill) -> None:
-        """The step of the running sequences and p's next chunk (in the row after theirs) as one forward
-        (`forward_ragged`, else `forward_mixed`: each row's bits are those it gets alone); after p's last
-        chunk, its sequence joins the batch with its first token from the step's logits."""
+    def _joined_step(self, joins: list[_Prefill]) -> None:
+        """The step of the running sequences and the prompts' next chunks (in their rows) as one forward
+        (`forward_ragged`, else `forward_mixed` for one chunk in the row after the running ones: each
+        row's bits are those it gets alone); after a prompt's last chunk, its sequence joins the batch
+        with its first token from the step's logits."""
         running, n = self._running, len(self._running)
         lengths = [s.length for s in running]
-        chunk = np.asarray([p.prompt[p.at : p.at + self.block]], np.int64)
+        chunks = [p.next_chunk(self.block) for p in joins]
         with no_grad():
             if self.ragged:
-                tokens, rows = [[s.last] for s in running] + [chunk[0]], list(range(n + 1))
+                tokens = [[s.last] for s in running] + chunks
+                rows = list(range(n)) + [p.row for p in joins]
+                at = [p.at for p in joins]
                 step = self.model.forward_ragged(
-                    tokens, self.cache.cache, rows, [*lengths, p.at], self.ragged_pad
+                    tokens, self.cache.cache, rows, lengths + at, self.ragged_pad
                 )
             else:
+                (p,), (chunk,) = joins, chunks
+                self._place(p, n)
                 ids = np.asarray([[s.last] for s in running], np.int64)
-                step = self.model.forward_mixed(ids, chunk, self.cache.cache, lengths, p.at)
+                step = self.model.forward_mixed(
+                    ids, np.asarray([chunk], np.int64), self.cache.cache, lengths, p.at
+                )
         logits = step.numpy()
-        self.joined_chunks_total += 1
-        self.joined_tokens_total += chunk.shape[1]
-        self._chunk_ran(p, chunk.shape[1])
+        self.joined_chunks_total += len(joins)
+        self.joined_tokens_total += sum(map(len, chunks))
+        for p, chunk in zip(joins, chunks):
+            self._chunk_ran(p, len(chunk))
         self._stepped(logits[:n])
-        self._prompt_done(p, logits[n, 0])  # in the row after the running ones (those that ended moved it)
+        for p, row in zip(joins, logits[n:]):
+            self._prompt_done(p, row[0])
 
     def _stepped(self, logits: np.ndarray) -> None:
         """After a step wrote every running sequence's next position: choose their tokens (logits [B, 1,
@@ -538,10 +658,7 @@ class Engine:
             self._running[row] = moved
             end = moved.length + 1
         self.cache.clear(last, 0, end)
-        self._running.pop()
-        if self._prefill is not None:  # the prompt being prefilled keeps the row after the running ones
-            self.cache.move(last + 1, last, self._prefill.at)
-            self.cache.clear(last + 1, 0, self._prefill.at)
+        self._running.pop()  # the prompts being prefilled keep their rows (`_place` moves them in)
         s.handle.on_event(event)
 
 
