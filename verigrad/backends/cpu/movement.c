@@ -152,6 +152,7 @@ void vg_write_rows(int64_t pairs, char *const *stores, const char *const *news, 
             for (int64_t h = 0; h < heads; h++)
                 memcpy(stores[p] + b * geo[3] + h * geo[4] + at[b] * geo[5],
                        news[p] + b * steps[2 * p] + h * steps[2 * p + 1], (size_t)row_bytes);
+}
 
 /* unslice (slice's VJP): zeros of out's shape with g written at the positions a slice selects, out
  * C-contiguous, g any strided view, any item size (bytes copied as they are: the bits of the reference's
