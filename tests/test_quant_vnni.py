@@ -8,6 +8,7 @@ and tiny blocks); and every row of a call of 1 to 8 rows against the row alone, 
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,57 @@ def test_rms_norm_qmatmul_q8_equals_its_decomposition_on_every_path(qtype):
         for taken in _paths():
             got = kernel(x, weight, raw, qtype=qtype, eps=1e-5)
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), taken)
+    finally:
+        cpu_quant.simd(True)
+
+
+def _rounding_term(qtype: str) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    """Two blocks whose second term rounds where a fused multiply-add would not: x f32[64], a weight row, and
+    the f32 that a fused sum would give. Block 0's term is 2^-33 (d 2^-14, d_x 2^-26, dot 128); block 1's
+    product d_w d_x dot = A/1024 * B 2^-23 * C is the 54-bit odd N 2^-33 = (2^53 + F 2^30 + 2^29 + 1) 2^-33
+    (A, B, C found by a search), which rounds down to an f32 midpoint; the reference's sum 2^-33 + that is a
+    tie in double, kept at the midpoint, then rounded to the even f32 below; the exact sum (a fused
+    multiply-add's) rounds to the double above the midpoint, then to the f32 above."""
+    a, b, c, amax = 1939, 11270745, 469523, np.float32(170.63433837890625)  # amax / 127 in f32 is B 2^-23
+    dx = np.float32(b * 2.0**-23)
+    x = np.zeros(64, np.float32)
+    x[0], x[1] = np.float32(127 * 2.0**-26), np.float32(2.0**-26)
+    # block 1: q -127 (x[32], the block's largest), q[1..30] summing to s, q[31] = r: with weights -127 on
+    # values 0..30 and 1 on value 31, dot = 127 * 127 - 127 s + r = C
+    r = (c - 16129) % 127
+    r = r - 127 if r > 63 else r
+    s = (16129 + r - c) // 127
+    x[32] = -amax
+    x[33:63] = np.float32([s // 30 + (i < s % 30) for i in range(30)]) * dx
+    x[63] = np.float32(r) * dx
+    nb = FORMATS[qtype].nbytes
+    row = np.zeros(2 * nb, np.uint8)
+    row[0:2] = np.frombuffer(np.float16(2.0**-14).tobytes(), np.uint8)
+    row[nb : nb + 2] = np.frombuffer(np.float16(a / 1024).tobytes(), np.uint8)
+    if qtype == "iq4_nl":  # nibble 8: the value 1, nibble 0: -127 (value 31 in byte 15's high nibble)
+        row[2:18], row[nb + 17] = 0x88, 0x80
+    else:
+        row[2:34], row[nb + 2 : nb + 33], row[nb + 33] = 1, 256 - 127, 1
+    fused = np.float32(float(Fraction(2) ** -33 + Fraction(a, 1024) * Fraction(float(dx)) * c))
+    return x, row, fused
+
+
+@pytest.mark.parametrize("qtype", ["iq4_nl", "q8_0"])
+def test_terms_that_round_are_not_fused(qtype):
+    """iq4_nl's and q8_0's products (d_w * d_x) * dot may round (|dot| up to 32 * 128 * 127), so a kernel
+    must multiply, then add, where the 4- and 5-bit formats' exact products take one fused multiply-add: a
+    block whose product rounds, after one that leaves the sum at a tie, gives the reference's f32 one unit
+    below the fused sum's, on every path, tile size and weight-row group."""
+    x, row, fused = _rounding_term(qtype)
+    w = np.tile(row, (16, 1))
+    want = qmatmul_q8.reference(x[None], w, qtype)[0, 0]
+    assert want.view(np.uint32) == fused.view(np.uint32) - 1  # the case tells the two apart
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    try:
+        for taken in _paths():
+            for t in (1, 2, 4, 5, 8):
+                got = kernel(np.tile(x, (t, 1)), w, qtype=qtype).view(np.uint32)
+                np.testing.assert_array_equal(got, want.view(np.uint32), f"{taken}, {t} rows")
     finally:
         cpu_quant.simd(True)
 

@@ -8,15 +8,25 @@
  * order from +0.0, rounded once to f32. Only the order in which the int32 parts of a dot are added differs,
  * and integer sums do not round.
  *
- * Layout: a zmm holds 4 rows' 16 nibble bytes, one row per 128-bit lane (q8_0: 2 rows' 32 bytes, one row
- * per 256 bits); the activations' 16 (32) bytes are broadcast to every lane. q5's fifth bits become the
- * byte masks of a masked add of 16. q8_0's signed weights: (y + 128) as u8 times w, less 128 * sum(w).
- * iq4_nl's signed table values: the nibbles through the table plus 128 (vpshufb, 1..241 as u8) times y, less
- * 128 * sum(y) (as q4_0's nibbles less 8 * sum(y)). */
+ * Layout: the 8 rows' values of a block unpacked into four zmm, v[i] holding values 8i..8i+7 of row r in
+ * 64-bit lane r (the nibble bytes of 4 rows loaded a row per 128-bit lane, then their halves gathered by
+ * vpermt2q), against the activations' 8 bytes broadcast to every 64-bit lane: a row's dot in two int32
+ * lanes, one add from its sum (where 4 int32 lanes a row took a tree of 9 unpacks and adds for 16 dots:
+ * 6-10% of an 8-row tile in L2). q8_0: 2 rows' 32 bytes, one row per 256 bits, against the 32 bytes
+ * broadcast. q5's fifth bits become the byte masks of a masked add of 16. q8_0's signed weights: (y + 128)
+ * as u8 times w, less 128 * sum(w). iq4_nl's signed table values: the nibbles through the table plus 128
+ * (vpshufb, 1..241 as u8) times y, less 128 * sum(y) (as q4_0's nibbles less 8 * sum(y)). */
 #include "quant.h"
 
 #if VG_X86
 #define VNNI_Q __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
+
+/* the little-endian 64 bits at p */
+static inline int64_t load64(const int8_t *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
 
 /* the 16 bytes at a, b, c, d in the four 128-bit lanes */
 VNNI_Q __attribute__((always_inline)) static inline __m512i lanes4(const uint8_t *a, const uint8_t *b,
@@ -25,14 +35,6 @@ VNNI_Q __attribute__((always_inline)) static inline __m512i lanes4(const uint8_t
     v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b), 1);
     v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)c), 2);
     return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)d), 3);
-}
-
-/* a (rows 0..3) and b (rows 4..7), four int32 parts per row in each 128-bit lane -> the 8 rows' sums */
-VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_lanes(__m512i a, __m512i b) {
-    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
-    u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC)); /* lane l: row l, row l + 4 */
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
 }
 
 /* a (rows 0, 1), b (2, 3), c (4, 5), d (6, 7): eight int32 parts per row in each 256-bit half -> the 8
@@ -52,8 +54,8 @@ VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_halves(__m5
  * the integer dots' bias (q4_0, q5_0, iq4_nl: -c sum(q)) */
 enum { PAIRS_FROM = 4 }; /* the fewest activation rows of a tile taken in pairs */
 typedef struct {
-    double dx[2], dxs[2];
-    int32_t bias[2];
+    double dx[4], dxs[4]; /* a, a, b, b: the lanes of pair_sums' 128-bit lane */
+    int32_t bias[4];
 } pair_side;
 
 /* a zero the register renamer makes (vpxord's zeroing idiom, no execution port), where the compiler copied
@@ -64,21 +66,38 @@ VNNI_Q __attribute__((always_inline)) static inline __m512i fresh_zero(void) {
     return z;
 }
 
-/* the 16 integer dots of 8 weight rows' unpacked values (lo: rows 0-3's values 0-15, one row per 128-bit
- * lane, then rows 4-7's; hi: values 16-31) with activation rows y0 and y0 + k: one tree of unpacks for the
- * 16, which leaves lane l as (row l, y0), (row l, y1), (row l + 4, y0), (row l + 4, y1) */
-VNNI_Q __attribute__((always_inline)) static inline __m512i pair_dots(const __m512i *lo, const __m512i *hi,
-                                                                      const int8_t *y0, int64_t k) {
-    __m512i s[4]; /* rows 0-3 x y0, 0-3 x y1, 4-7 x y0, 4-7 x y1: four int32 parts per row and y */
-    for (int i = 0; i < 4; i++) {
-        const int8_t *y = y0 + (i & 1) * k;
-        const __m512i y_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y));
-        const __m512i y_hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y + 16)));
-        s[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(fresh_zero(), lo[i >> 1], y_lo), hi[i >> 1], y_hi);
-    }
-    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-    const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-    return _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+/* the integer dot parts of 8 weight rows' unpacked values v[i] (values 8i..8i+7 of row r in 64-bit lane r)
+ * with activations y: two int32 parts a row (lanes 2r, 2r + 1), each of 16 products */
+VNNI_Q __attribute__((always_inline)) static inline __m512i row_dots(const __m512i *v, const int8_t *y) {
+    __m512i s = fresh_zero();
+    for (int i = 0; i < 4; i++) s = _mm512_dpbusd_epi32(s, v[i], _mm512_set1_epi64(load64(y + 8 * i)));
+    return s;
+}
+
+/* the 8 rows' dots of row_dots' parts s: the sums of lanes 2r and 2r + 1 */
+VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_pairs(__m512i s) {
+    const __m512i u = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+    const __m512i order = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
+}
+
+/* two activation rows' parts (sa, sb: row_dots') -> their 16 dots, by 128-bit lane l: (row 2l, a), (row 2l + 1,
+ * a), (row 2l, b), (row 2l + 1, b) */
+VNNI_Q __attribute__((always_inline)) static inline __m512i pair_sums(__m512i sa, __m512i sb) {
+    const __m512 a = _mm512_castsi512_ps(sa), b = _mm512_castsi512_ps(sb);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                            _mm512_castps_si512(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
+/* acc + q8_row's term of a block, (d_w * d_x) * dot [+ m_w * dxs] (ddx: d_w * d_x, exact: 11 by 24 bits), lane
+ * by lane. The 4- and 5-bit formats' products ddx * dot are exact (|dot| <= 32 * 31 * 127 < 2^17: 52 bits),
+ * so a fused multiply-add, which rounds once, gives the reference's sum of the rounded product and saves an
+ * operation; iq4_nl's dots (up to 32 * 127 * 127) may round, so its terms are multiplied, then added. */
+VNNI_Q __attribute__((always_inline)) static inline __m512d add_term(int qtype, __m512d acc, __m512d ddx, __m512d dot,
+                                                                     __m512d m, __m512d dxs) {
+    if (qtype == Q4_1 || qtype == Q5_1) return _mm512_add_pd(acc, _mm512_fmadd_pd(ddx, dot, _mm512_mul_pd(m, dxs)));
+    if (qtype == Q4_0 || qtype == Q5_0) return _mm512_fmadd_pd(ddx, dot, acc);
+    return _mm512_add_pd(acc, _mm512_mul_pd(ddx, dot));
 }
 
 /* 8 rows (w + i stride) x TN activation rows (qx + t k): the outputs out[t * out_step + i]. Rows 2p and
@@ -101,15 +120,19 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
     /* iq4_nl's values plus 128, by nibble, in every 128-bit lane */
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_xor_si128(_mm_loadu_si128((const __m128i *)IQ4_VALUES), _mm_set1_epi8((char)0x80)));
-    /* bytes 0-1 of each u32 (the low 16 fifth bits), then bytes 2-3 (the high 16) */
-    const __m128i halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    /* the 8 rows' u32 of fifth bits -> byte j of each row in 64-bit lane j (values 8j..8j+7's bits) */
+    const __m256i bytes_by_row = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m256i quads = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    /* the first and the second 8 nibble bytes of each row: rows 0-3 in a, 4-7 in b (a row per 128-bit lane) */
+    const __m512i firsts = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m512i seconds = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                                _mm256_set1_epi32((int32_t)stride));
     const __m512i evens_odds = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    /* a pair's lanes: weight rows 0 0 4 4 1 1 5 5 (low) and 2 2 6 6 3 3 7 7 (high), activation rows
-     * alternating */
-    const __m512i pair_lo = _mm512_setr_epi64(0, 0, 4, 4, 1, 1, 5, 5);
-    const __m512i pair_hi = _mm512_setr_epi64(2, 2, 6, 6, 3, 3, 7, 7);
+    /* a pair's lanes (pair_sums'): weight rows 0 1 0 1 2 3 2 3 (low half) and 4 5 4 5 6 7 6 7 (high) */
+    const __m512i pair_lo = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
+    const __m512i pair_hi = _mm512_setr_epi64(4, 5, 4, 5, 6, 7, 6, 7);
     __m512d acc[8], pacc[8];
     for (int t = t1; t < tn; t++) acc[t] = _mm512_setzero_pd();
     for (int i = 0; i < 2 * np; i++) pacc[i] = _mm512_setzero_pd();
@@ -155,22 +178,31 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             }
             continue;
         }
-        __m512i lo[2], hi[2];
-        for (int h = 0; h < 2; h++) { /* rows 4h..4h+3 */
-            const uint8_t *n = wb + at + 4 * h * stride;
-            const __m512i v = lanes4(n, n + stride, n + 2 * stride, n + 3 * stride);
-            lo[h] = _mm512_and_si512(v, mask);
-            hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
-            if (qtype == IQ4_NL) lo[h] = _mm512_shuffle_epi8(table, lo[h]), hi[h] = _mm512_shuffle_epi8(table, hi[h]);
+        /* the 8 rows' values 8i..8i+7 in v[i], a row per 64-bit lane */
+        __m512i v[4];
+        {
+            const uint8_t *n = wb + at;
+            const __m512i a = lanes4(n, n + stride, n + 2 * stride, n + 3 * stride);
+            const __m512i c = lanes4(n + 4 * stride, n + 5 * stride, n + 6 * stride, n + 7 * stride);
+            const __m512i first = _mm512_permutex2var_epi64(a, firsts, c);
+            const __m512i second = _mm512_permutex2var_epi64(a, seconds, c);
+            v[0] = _mm512_and_si512(first, mask), v[1] = _mm512_and_si512(second, mask);
+            v[2] = _mm512_and_si512(_mm512_srli_epi16(first, 4), mask);
+            v[3] = _mm512_and_si512(_mm512_srli_epi16(second, 4), mask);
+            if (qtype == IQ4_NL)
+                for (int i = 0; i < 4; i++) v[i] = _mm512_shuffle_epi8(table, v[i]);
             if (five) { /* value j's fifth bit: bit j of the u32 before the nibbles */
                 const uint8_t *q = n - 4;
-                const __m128i qh = _mm_setr_epi32(load32(q), load32(q + stride), load32(q + 2 * stride),
-                                                  load32(q + 3 * stride));
-                const __m128i bits = _mm_shuffle_epi8(qh, halves);
-                lo[h] = _mm512_mask_add_epi8(lo[h], _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(bits)), lo[h],
-                                             sixteen);
-                hi[h] = _mm512_mask_add_epi8(hi[h], _cvtu64_mask64((uint64_t)_mm_extract_epi64(bits, 1)), hi[h],
-                                             sixteen);
+                const __m256i qh = _mm256_setr_epi32(load32(q), load32(q + stride), load32(q + 2 * stride),
+                                                     load32(q + 3 * stride), load32(q + 4 * stride),
+                                                     load32(q + 5 * stride), load32(q + 6 * stride),
+                                                     load32(q + 7 * stride));
+                const __m256i bits = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(qh, bytes_by_row), quads);
+                const uint64_t words[4] = {
+                    (uint64_t)_mm256_extract_epi64(bits, 0), (uint64_t)_mm256_extract_epi64(bits, 1),
+                    (uint64_t)_mm256_extract_epi64(bits, 2), (uint64_t)_mm256_extract_epi64(bits, 3)};
+                for (int i = 0; i < 4; i++)
+                    v[i] = _mm512_mask_add_epi8(v[i], _cvtu64_mask64(words[i]), v[i], sixteen);
             }
         }
         if (np) {
@@ -178,45 +210,29 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             const __m512d m_lo = _mm512_permutexvar_pd(pair_lo, m), m_hi = _mm512_permutexvar_pd(pair_hi, m);
             for (int p = 0; p < np; p++) {
                 const pair_side *ps = side + p * nb + b;
-                __m512i dots = pair_dots(lo, hi, qx + 2 * p * k + 32 * b, k);
-                if (biased) {
-                    int64_t bias; /* the pair's two int32, as one 64-bit lane to broadcast */
-                    memcpy(&bias, ps->bias, 8);
-                    dots = _mm512_add_epi32(dots, _mm512_set1_epi64(bias));
-                }
-                const __m512d dxv = _mm512_broadcast_f64x2(_mm_loadu_pd(ps->dx));
+                const int8_t *y = qx + 2 * p * k + 32 * b;
+                __m512i dots = pair_sums(row_dots(v, y), row_dots(v, y + k));
+                if (biased)
+                    dots = _mm512_add_epi32(dots, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ps->bias)));
+                const __m512d dxv = _mm512_broadcast_f64x4(_mm256_loadu_pd(ps->dx));
                 const __m512d dot_lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(dots));
                 const __m512d dot_hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(dots, 1));
-                __m512d term_lo = _mm512_mul_pd(_mm512_mul_pd(d_lo, dxv), dot_lo);
-                __m512d term_hi = _mm512_mul_pd(_mm512_mul_pd(d_hi, dxv), dot_hi);
-                if (affine) {
-                    const __m512d dxsv = _mm512_broadcast_f64x2(_mm_loadu_pd(ps->dxs));
-                    term_lo = _mm512_add_pd(term_lo, _mm512_mul_pd(m_lo, dxsv));
-                    term_hi = _mm512_add_pd(term_hi, _mm512_mul_pd(m_hi, dxsv));
-                }
-                pacc[2 * p] = _mm512_add_pd(pacc[2 * p], term_lo);
-                pacc[2 * p + 1] = _mm512_add_pd(pacc[2 * p + 1], term_hi);
+                const __m512d dxsv = _mm512_broadcast_f64x4(_mm256_loadu_pd(ps->dxs));
+                pacc[2 * p] = add_term(qtype, pacc[2 * p], _mm512_mul_pd(d_lo, dxv), dot_lo, m_lo, dxsv);
+                pacc[2 * p + 1] = add_term(qtype, pacc[2 * p + 1], _mm512_mul_pd(d_hi, dxv), dot_hi, m_hi, dxsv);
             }
         }
         for (int t = t1; t < tn; t++) {
-            const int8_t *y = qx + t * k + 32 * b;
-            const __m512i y_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y));
-            const __m512i y_hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y + 16)));
-            __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], y_lo);
-            __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], y_lo);
-            s0 = _mm512_dpbusd_epi32(s0, hi[0], y_hi);
-            s1 = _mm512_dpbusd_epi32(s1, hi[1], y_hi);
-            __m256i dots = sums8_of_lanes(s0, s1);
+            __m256i dots = sums8_of_pairs(row_dots(v, qx + t * k + 32 * b));
             if (qtype == Q4_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(8 * sx[t * nb + b]));
             if (qtype == Q5_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(16 * sx[t * nb + b]));
             if (qtype == IQ4_NL) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(128 * sx[t * nb + b]));
-            __m512d term = _mm512_mul_pd(_mm512_mul_pd(d, _mm512_set1_pd(dx[t * nb + b])), _mm512_cvtepi32_pd(dots));
-            if (affine) term = _mm512_add_pd(term, _mm512_mul_pd(m, _mm512_set1_pd(dxs[t * nb + b])));
-            acc[t] = _mm512_add_pd(acc[t], term);
+            acc[t] = add_term(qtype, acc[t], _mm512_mul_pd(d, _mm512_set1_pd(dx[t * nb + b])), _mm512_cvtepi32_pd(dots),
+                              m, _mm512_set1_pd(dxs[t * nb + b]));
         }
     }
-    /* a pair's 16 outputs: (row, y0), (row, y1) for rows 0 4 1 5 2 6 3 7 -> y0's rows 0..7, then y1's */
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    /* a pair's 16 outputs, pair_sums' -> y0's rows 0..7, then y1's */
+    const __m512i order = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
     for (int p = 0; p < np; p++) {
         const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(pacc[2 * p])),
                                             _mm512_cvtpd_ps(pacc[2 * p + 1]), 1);
@@ -277,8 +293,8 @@ static pair_side *pair_sides(int qtype, int64_t t, int64_t nb, const double *dx,
     for (int64_t p = 0; p < t / 2; p++)
         for (int64_t b = 0; b < nb; b++) {
             pair_side *ps = side + p * nb + b;
-            for (int64_t j = 0; j < 2; j++) {
-                const int64_t at = (2 * p + j) * nb + b;
+            for (int64_t j = 0; j < 4; j++) {
+                const int64_t at = (2 * p + j / 2) * nb + b;
                 ps->dx[j] = dx[at], ps->dxs[j] = dxs[at], ps->bias[j] = -c * sx[at];
             }
         }
