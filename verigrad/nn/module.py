@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import modes
-from ..autograd import RemovableHandle, is_grad_enabled, no_grad
+from ..autograd import RemovableHandle, no_grad
 from ..devices import as_device, no_device
 from ..dtypes import DType, as_dtype, f32
 from ..errors import DTypeError, ShapeError
@@ -28,7 +28,7 @@ from ..ir.guards import modules_changed
 from ..ops import tensor
 from ..shapes import Spec, shape_text
 from ..tensor import Tensor, to_arguments
-from .backward_hooks import run_with_backward_hooks
+from .module_hooks import GLOBAL, TABLES, add_hook, any_global, hooked_call
 
 
 class _Calls(threading.local):
@@ -103,15 +103,7 @@ def is_parameter(value: Any) -> bool:
     return _MARKED.get(id(value)) is value or (value.requires_grad and value.is_leaf)
 
 
-_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-class _HookHandle(RemovableHandle):
-    """A module hook's handle: removing the hook changes what a compiled call's guards read."""
-
-    def remove(self) -> None:
-        super().remove()
-        modules_changed()
+_HOOKS = TABLES
 
 
 class Module:
@@ -385,7 +377,7 @@ class Module:
             state_dict = dict(state_dict)  # the hooks rewrite a copy, as PyTorch's
             for name, module in hooked:
                 args = (state_dict, f"{name}." if name else "", {}, strict)
-                for hook, with_module in list(module._load_state_dict_pre_hooks):
+                for hook, with_module, _ in list(module._load_state_dict_pre_hooks):
                     lists = (hook_missing, hook_unexpected, hook_errors)
                     hook(module, *args, *lists) if with_module else hook(*args, *lists)
         own = self.state_dict(keep_vars=True)
@@ -501,12 +493,12 @@ class Module:
         return self._add_hook("_forward_pre_hooks", hook, with_kwargs, prepend)
 
     def register_forward_hook(
-        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
     ) -> RemovableHandle:
         """Call `hook(module, args, output)` after each forward (`hook(module, args, kwargs, output)`
         with_kwargs), after the hooks registered before (before them with prepend); what it returns, if
-        not None, replaces the output."""
-        return self._add_hook("_forward_hooks", hook, with_kwargs, prepend)
+        not None, replaces the output. With always_call, also when forward raises (output None)."""
+        return self._add_hook("_forward_hooks", hook, with_kwargs, prepend, always_call)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """Call `hook(module, grad_input, grad_output)` once a backward pass, when the gradients of the
@@ -527,15 +519,9 @@ class Module:
         )
 
     def _add_hook(
-        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False
+        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False, always_call: bool = False
     ) -> RemovableHandle:
-        if not callable(hook):
-            raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
-        hooks = self.__dict__.setdefault(table, [])
-        entry = (hook, with_kwargs)
-        hooks.insert(0 if prepend else len(hooks), entry)
-        modules_changed()
-        return _HookHandle(hooks, entry)
+        return add_hook(self.__dict__.setdefault(table, []), hook, with_kwargs, prepend, always_call)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hooked = self.__dict__
@@ -544,41 +530,20 @@ class Module:
             or hooked.get("_forward_hooks")
             or hooked.get("_backward_hooks")
             or hooked.get("_backward_pre_hooks")
+            or any_global()
         ):
-            return self._hooked_call(args, kwargs)
+            return hooked_call(self, args, kwargs, self._call)
         return self._call(args, kwargs)
-
-    def _hooked_call(self, args: tuple, kwargs: dict) -> Any:
-        for hook, with_kwargs in list(self.__dict__.get("_forward_pre_hooks", ())):
-            changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
-            if changed is not None and with_kwargs:
-                args, kwargs = changed
-            elif changed is not None:
-                args = changed if isinstance(changed, tuple) else (changed,)
-        backward = [h for h, _ in self.__dict__.get("_backward_hooks", ())]
-        backward_pre = [h for h, _ in self.__dict__.get("_backward_pre_hooks", ())]
-        if (backward or backward_pre) and is_grad_enabled():
-            return run_with_backward_hooks(self, args, kwargs, self._forward_hooked, backward_pre, backward)
-        return self._forward_hooked(args, kwargs)
-
-    def _forward_hooked(self, args: tuple, kwargs: dict) -> Any:
-        """forward, then the forward hooks."""
-        output = self._call(args, kwargs)
-        for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", ())):
-            changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
-            if changed is not None:
-                output = changed
-        return output
 
     @property
     def _traced_state(self) -> tuple:
         """What a compiled function's trace of this module's call depends on besides tensors: its
         `training` flag and its hooks (a compiled function traces again where they have changed)."""
         d = self.__dict__
-        hooks = [d.get(name) for name in _HOOKS]
+        hooks = [[*GLOBAL[name], *d.get(name, ())] for name in _HOOKS]
         if not any(hooks):
             return self.training
-        return (self.training, *[tuple([id(h) for h, _ in found or ()]) for found in hooks])
+        return (self.training, *[tuple([id(e[0]) for e in found]) for found in hooks])
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         mode = modes.LOCAL.stack[-1]
