@@ -337,6 +337,22 @@ class Module:
         state: dict[str, Tensor] = {} if destination is None else destination
         return module_state.save(self, state, prefix, keep_vars)
 
+    def get_extra_state(self) -> Any:
+        """What state_dict saves under `_extra_state` where a subclass defines this (with set_extra_state)."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called: a module with "
+            "extra state defines get_extra_state and set_extra_state"
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Take back what get_extra_state gave (load_state_dict calls it where a subclass defines it)."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called: a module with "
+            "extra state defines get_extra_state and set_extra_state"
+        )
+
+    get_extra_state.is_default = set_extra_state.is_default = True  # type: ignore[attr-defined]
+
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Copy values in, cast to each tensor's dtype as PyTorch's `copy_` casts, and return PyTorch's
         named tuple (missing_keys, unexpected_keys). With `strict`, a missing or extra key is an error; a

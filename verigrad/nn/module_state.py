@@ -22,6 +22,8 @@ from ..ops import tensor
 from ..shapes import shape_text
 from ..tensor import Tensor
 
+EXTRA_STATE = "_extra_state"  # the key of what a module's get_extra_state returns
+
 
 class IncompatibleKeys(NamedTuple):
     """What `load_state_dict` returns, as PyTorch's: the model's keys the state lacked, and the state's
@@ -58,6 +60,8 @@ def save(module: Any, state: dict, prefix: str, keep_vars: bool) -> dict:
     for hook, _, _ in list(module.__dict__.get("_state_dict_pre_hooks", ())):
         hook(module, prefix, keep_vars)
     state.update((prefix + name, t if keep_vars else t.data) for name, t in own_state(module))
+    if _overrides(module, "get_extra_state"):
+        state[prefix + EXTRA_STATE] = module.get_extra_state()
     for name, child in module._modules.items():
         if child is not None:
             save(child, state, f"{prefix}{name}.", keep_vars)
@@ -69,6 +73,11 @@ def save(module: Any, state: dict, prefix: str, keep_vars: bool) -> dict:
         if result is not None:
             state = result
     return state
+
+
+def _overrides(module: Any, method: str) -> bool:
+    """Whether the module's class defines `method` (Module's own, marked `is_default`, raises)."""
+    return not getattr(getattr(type(module), method), "is_default", False)
 
 
 def load(root: Any, state_dict: dict[str, Any], strict: bool) -> IncompatibleKeys:
@@ -133,8 +142,16 @@ def _load_module(
         _copy(pairs)
     else:
         fitting += pairs
+    extra = prefix + EXTRA_STATE
+    if _overrides(module, "set_extra_state"):
+        if extra in state_dict:
+            module.set_extra_state(state_dict[extra])
+        else:
+            missing.append(extra)
+    elif extra in state_dict:
+        unexpected.append(extra)
     for key in state_dict:
-        if key.startswith(prefix):
+        if key.startswith(prefix) and key != extra:
             head, dot, _ = key[len(prefix) :].partition(".")
             if (dot and head not in module._modules) or (not dot and head not in own):
                 unexpected.append(key)
