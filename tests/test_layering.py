@@ -29,6 +29,7 @@ LAYERS = [
     "ops",
     "functions",
     "backends",
+    "autograd_graph",
     "autograd",
     "autograd_functional",
     "gradcheck",

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import modes, versions
+from .autograd_graph import Node
 from .ops import tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
@@ -147,27 +148,6 @@ def records_history(op: Any, args: Sequence[Tensor], out: Any) -> bool:
         and out.dtype.is_float
         and any(a.requires_grad for a in args)
     )
-
-
-class Node:
-    """How a tensor was made: the op, its input tensors and its params; `freed` once a backward pass went
-    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises);
-    `stamp`, the in-place write clock when it was made (`versions`): an input written in place since is
-    its snapshot here, and memory written since is stale."""
-
-    __slots__ = ("__weakref__", "freed", "inputs", "op", "params", "stamp")  # weakly: a Function's ctx
-
-    def __init__(self, op: Any, inputs: tuple[Tensor, ...], params: dict) -> None:
-        self.op, self.inputs, self.params = op, inputs, params
-        self.freed = False
-        self.stamp = versions.clock
-
-    def saved(self) -> tuple[Tensor, ...]:
-        """The inputs as they were when the node was made (an input written in place since: its snapshot)."""
-        inputs, redirects = self.inputs, versions.REDIRECTS
-        if not redirects or not any(id(i) in redirects for i in inputs):
-            return inputs
-        return tuple(versions.resolve(i, self.stamp) for i in inputs)
 
 
 _FREED = (

@@ -6,7 +6,7 @@ runs its NumPy reference. `set_backend("reference")` runs the references themsel
 
 from types import SimpleNamespace
 
-from . import cpu  # the "cpu" backend (registered after the reference)
+from . import cpu, mha  # cpu: the "cpu" backend (registered after the reference)
 from .active import available, backend, get_backend, get_threads, set_backend
 from .blas import blas_threads, set_blas_threads
 from .kernel_table import Backend
@@ -35,6 +35,7 @@ __all__ = [
     "default_threads",
     "get_backend",
     "get_threads",
+    "mha",
     "mps",
     "reference",
     "set_backend",

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ..autograd import is_grad_enabled
+from ..backends import mha
 from ..ops import arange, concat, where, zeros
 from ..ops._aten import safe_softmax
 from ..tensor import Tensor
@@ -171,6 +172,8 @@ def _torch_fast_path(
     self-attention (query, key and value one tensor) in evaluation, batch_first, packed projections with
     biases, an even head count, no added keys, masks bool or absent, and no gradient to record."""
     if not isinstance(attention, MultiheadAttention):  # F.multi_head_attention_forward has none
+        return False
+    if not mha.get_fastpath_enabled():
         return False
     if any(m is not None and m.dtype.is_float for m in (attn_mask, key_padding_mask)):
         return False

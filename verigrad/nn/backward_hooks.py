@@ -2,10 +2,11 @@
 `register_full_backward_hook` (hook(module, grad_input, grad_output)), each called once a backward pass,
 with all the gradients at once, and free to replace them.
 
-The module's tensor inputs that require grad are packed into one tensor and handed to forward as views of
-it, and so are its tensor outputs: the gradient hook of each packed tensor then sees every gradient of
-the group together (eagerly; a traced function would call a Python hook once, when traced, so it is
-refused there).
+As PyTorch's `BackwardHook`: the module's tensor arguments, and its tensor outputs (a tensor or a tuple's
+tensors), pass through an identity Function whose backward sees all of their gradients together. On the
+outputs' side the gradients are not materialized, so an output the loss does not use gives None in
+grad_output; on the inputs' side they are, so an input tensor that takes no gradient gives zeros in
+grad_input. Eagerly only (a traced function would call a Python hook once, when traced, so it is refused).
 """
 
 from __future__ import annotations
@@ -15,110 +16,143 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import modes
-from ..ops import concat
+from ..function import Function
 from ..tensor import Tensor
+
+_NO_INPUT_GRAD = (
+    "Full backward hook is firing when gradients are computed with respect to module outputs since no "
+    "inputs require gradients."
+)
+
+
+class BackwardHookFunction(Function):
+    """The identity on `tensors`, whose backward hands their gradients to `on_grads` (PyTorch's
+    BackwardHookFunction); `materialize`: whether a tensor that got none is given zeros."""
+
+    @staticmethod
+    def forward(ctx: Any, on_grads: Callable, materialize: bool, *tensors: Tensor) -> tuple[Tensor, ...]:
+        ctx.on_grads = on_grads
+        ctx.set_materialize_grads(materialize)
+        ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
+        return tensors
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor | None) -> tuple[Tensor | None, ...]:
+        return (None, None, *ctx.on_grads(grads))
+
+
+class _BackwardHook:
+    """One call's hooks: grad_output is kept from the outputs' backward until the inputs' one."""
+
+    def __init__(self, module: Any, pre_hooks: list[Callable], hooks: list[Callable]) -> None:
+        self.module, self.pre_hooks, self.hooks = module, pre_hooks, hooks
+        self.name = type(module).__name__
+        self.grad_outputs: tuple | None = None
+        self.n_inputs, self.inputs = 0, None  # inputs: the tensors' positions, None where none is wrapped
+        self.n_outputs, self.outputs = 0, None
+
+    def wrap_inputs(self, args: tuple) -> tuple:
+        self.n_inputs = len(args)
+        args, self.inputs = self._wrapped(args, self._on_inputs, True)
+        return args
+
+    def wrap_outputs(self, output: Any) -> Any:
+        single = not isinstance(output, tuple)
+        items = (output,) if single else output
+        self.n_outputs = len(items)
+        items, self.outputs = self._wrapped(items, self._on_outputs, False)
+        return items[0] if single else items
+
+    def _wrapped(self, items: tuple, on_grads: Callable, materialize: bool) -> tuple[tuple, list | None]:
+        """`items` with its tensors passed through the Function, and their positions (None and `items`
+        unchanged where none requires grad, as PyTorch's)."""
+        positions = [i for i, a in enumerate(items) if isinstance(a, Tensor)]
+        if not any(items[i].requires_grad for i in positions):
+            return items, None
+        passed = BackwardHookFunction.apply(on_grads, materialize, *[items[i] for i in positions])
+        out = list(items)
+        for i, t in zip(positions, passed):
+            out[i] = t
+        return type(items)(out) if type(items) is tuple else tuple(out), positions
+
+    def _on_outputs(self, grads: tuple) -> tuple:
+        grad_outputs = _spread(self.outputs, grads, self.n_outputs)
+        for hook in self.pre_hooks:
+            replaced = hook(self.module, grad_outputs)
+            if replaced is not None:
+                grad_outputs = _checked(self.name, "backward pre hook", "grad_output", replaced, grad_outputs)
+        if self.inputs is None:  # no input takes a gradient: the hooks are called from here, as PyTorch's
+            warnings.warn(_NO_INPUT_GRAD, UserWarning, stacklevel=2)
+            for hook in self.hooks:
+                replaced = hook(self.module, (None,) * self.n_inputs, grad_outputs)
+                if replaced is not None and not (
+                    isinstance(replaced, tuple) and all(r is None for r in replaced)
+                ):
+                    raise RuntimeError(
+                        "Backward hook for Modules where no input requires gradient should always return "
+                        "None or None for all gradients."
+                    )
+        else:
+            self.grad_outputs = grad_outputs
+        return tuple(grad_outputs[i] for i in self.outputs)
+
+    def _on_inputs(self, grads: tuple) -> tuple:
+        if self.grad_outputs is None:  # the gradient reached the inputs without passing the outputs
+            return grads
+        grad_inputs = _spread(self.inputs, grads, self.n_inputs)
+        for hook in self.hooks:
+            replaced = hook(self.module, grad_inputs, self.grad_outputs)
+            if replaced is not None:
+                grad_inputs = _checked(self.name, "backward hook", "grad_input", replaced, grad_inputs)
+        self.grad_outputs = None
+        return tuple(grad_inputs[i] for i in self.inputs)
 
 
 def run_with_backward_hooks(
     module: Any,
     args: tuple,
-    kwargs: dict,
-    call: Callable[[tuple, dict], Any],
+    call: Callable[[tuple], Any],
     pre_hooks: list[Callable],
     hooks: list[Callable],
 ) -> Any:
-    """call(args, kwargs) with the module's backward hooks set on its inputs and outputs."""
+    """call(args) (the forward and the forward hooks) with the module's backward hooks set on its tensor
+    arguments and outputs."""
     if modes.current().name != "eager":
         raise NotImplementedError(
             f"{type(module).__name__}: backward hooks run eagerly only (a compiled function would call them "
             "once, when traced)"
         )
-    name = type(module).__name__
-    state: dict[str, tuple] = {}
-    inputs = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-
-    def grad_input_of(grads: list[Tensor] | None) -> tuple:
-        by_position = dict(zip(inputs, grads)) if grads is not None else {}
-        return tuple(by_position.get(i) for i in range(len(args)))
-
-    def run_hooks(grad_input: tuple) -> tuple:
-        for hook in hooks:
-            replaced = hook(module, grad_input, state.get("grad_output", ()))
-            if replaced is not None:
-                grad_input = _checked(name, "grad_input", replaced, grad_input)
-        return grad_input
-
-    if inputs and hooks:
-        packed, views = _pack(name, [args[i] for i in inputs])
-        args = tuple(views[inputs.index(i)] if i in inputs else a for i, a in enumerate(args))
-
-        def on_inputs(g: Tensor) -> Tensor:
-            grad_input = run_hooks(grad_input_of(_split(g, views)))
-            return concat([grad_input[i].reshape(-1) for i in inputs])
-
-        packed.register_hook(on_inputs)
-    output = call(args, kwargs)
-    items = list(output) if isinstance(output, tuple | list) else [output]
-    outputs = [i for i, o in enumerate(items) if isinstance(o, Tensor) and o.requires_grad]
-    if not outputs:
-        return output
-    packed_out, out_views = _pack(name, [items[i] for i in outputs])
-    for i, view in zip(outputs, out_views):
-        items[i] = view
-
-    def on_outputs(g: Tensor) -> Tensor:
-        grads = dict(zip(outputs, _split(g, out_views)))
-        grad_output = tuple(grads.get(i) for i in range(len(items)))
-        for hook in pre_hooks:
-            replaced = hook(module, grad_output)
-            if replaced is not None:
-                grad_output = _checked(name, "grad_output", replaced, grad_output)
-        state["grad_output"] = grad_output
-        if hooks and not inputs:  # no input takes a gradient: the hooks are called from here, as PyTorch's
-            warnings.warn(
-                "Full backward hook is firing when gradients are computed with respect to module outputs "
-                "since no inputs require gradients.",
-                UserWarning,
-                stacklevel=2,
-            )
-            run_hooks(grad_input_of(None))
-        return concat([grad_output[i].reshape(-1) for i in outputs])
-
-    packed_out.register_hook(on_outputs)
-    if isinstance(output, Tensor):
-        return items[0]
-    return type(output)(items) if type(output) in (tuple, list) else output
+    hook = _BackwardHook(module, pre_hooks, hooks)
+    output = call(hook.wrap_inputs(args))
+    if not isinstance(output, Tensor | tuple):
+        warnings.warn(
+            "For backward hooks to be called, module output should be a Tensor or a tuple of Tensors but "
+            f"received {type(output)}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return hook.wrap_outputs(output)
 
 
-def _pack(name: str, tensors: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-    """One tensor holding `tensors` flattened, and each of them as a view of it."""
-    if len({t.dtype for t in tensors}) > 1:
-        raise NotImplementedError(f"{name}: backward hooks need the module's tensors to share one dtype")
-    packed = concat([t.reshape(-1) for t in tensors])
-    views, start = [], 0
-    for t in tensors:
-        size = t.numel()
-        views.append(packed[start : start + size].reshape(t.shape))
-        start += size
-    return packed, views
+def _spread(positions: list[int], grads: tuple, size: int) -> tuple:
+    """The gradients of the tensors at `positions` among `size` items, None at the others."""
+    out: list = [None] * size
+    for i, g in zip(positions, grads):
+        out[i] = g
+    return tuple(out)
 
 
-def _split(g: Tensor, like: list[Tensor]) -> list[Tensor]:
-    out, start = [], 0
-    for t in like:
-        size = t.numel()
-        out.append(g[start : start + size].reshape(t.shape))
-        start += size
-    return out
-
-
-def _checked(name: str, what: str, replaced: Any, before: tuple) -> tuple:
-    """A hook's replacement of the gradients: as many, each a tensor of the same shape (or None where
-    there was none)."""
-    replaced = tuple(replaced) if isinstance(replaced, tuple | list) else (replaced,)
+def _checked(name: str, kind: str, what: str, replaced: Any, before: tuple) -> tuple:
+    """A hook's replacement of the gradients: as many as given (PyTorch's RuntimeError otherwise), each
+    None or a tensor of the shape given."""
+    if not isinstance(replaced, tuple | list):
+        replaced = (replaced,)
     if len(replaced) != len(before):
-        raise RuntimeError(f"{name}: a backward hook returned {len(replaced)} {what} for {len(before)}")
+        raise RuntimeError(
+            f"{name}: {kind.capitalize()} returned an invalid number of {what}, got {len(replaced)}, but "
+            f"expected {len(before)}"
+        )
     for new, old in zip(replaced, before):
-        if old is not None and (not isinstance(new, Tensor) or tuple(new.shape) != tuple(old.shape)):
-            raise RuntimeError(f"{name}: a backward hook must return {what} shaped as given")
-    return replaced
+        if new is not None and old is not None and tuple(new.shape) != tuple(old.shape):
+            raise RuntimeError(f"{name}: a {kind} changed the size of {what} ({new.shape} for {old.shape})")
+    return tuple(replaced)

@@ -15,20 +15,27 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .. import modes
-from ..autograd import RemovableHandle, is_grad_enabled, no_grad
+from ..autograd import RemovableHandle, no_grad
 from ..devices import as_device, no_device
 from ..dtypes import DType, as_dtype, f32
 from ..errors import DTypeError, ShapeError
 from ..ir.guards import modules_changed
-from ..ops import tensor
-from ..shapes import Spec, shape_text
+from ..shapes import Spec
 from ..tensor import Tensor, to_arguments
-from .backward_hooks import run_with_backward_hooks
+from . import module_state
+from .module_hooks import GLOBAL, TABLES, add_hook, any_global, hooked_call
+from .module_hooks import register_module_backward_hook as register_module_backward_hook
+from .module_hooks import register_module_forward_hook as register_module_forward_hook
+from .module_hooks import register_module_forward_pre_hook as register_module_forward_pre_hook
+from .module_hooks import register_module_full_backward_hook as register_module_full_backward_hook
+from .module_hooks import register_module_full_backward_pre_hook as register_module_full_backward_pre_hook
+from .module_state import IncompatibleKeys as IncompatibleKeys
+from .module_state import StateDictError as StateDictError
 
 
 class _Calls(threading.local):
@@ -44,28 +51,6 @@ _MARKED: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary(
 # nn.Buffer's: the tensor, and whether state_dict saves it (a tensor's id mapped to both, weakly)
 _BUFFERS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 _TRANSIENT: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # persistent=False
-
-
-class IncompatibleKeys(NamedTuple):
-    """What `load_state_dict` returns, as PyTorch's: the model's keys the state lacked, and the state's
-    keys the model has not."""
-
-    missing_keys: list[str]
-    unexpected_keys: list[str]
-
-    def __repr__(self) -> str:
-        """PyTorch's: "<All keys matched successfully>" when both lists are empty (what a notebook shows
-        after model.load_state_dict(...)), else _IncompatibleKeys(missing_keys=..., unexpected_keys=...)."""
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        missing, unexpected = self.missing_keys, self.unexpected_keys
-        return f"_IncompatibleKeys(missing_keys={missing!r}, unexpected_keys={unexpected!r})"
-
-    __str__ = __repr__
-
-
-class StateDictError(RuntimeError, ValueError):
-    """A state dict that does not fit the model (PyTorch raises RuntimeError)."""
 
 
 def mark_parameter(t: Tensor) -> Tensor:
@@ -103,15 +88,7 @@ def is_parameter(value: Any) -> bool:
     return _MARKED.get(id(value)) is value or (value.requires_grad and value.is_leaf)
 
 
-_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-class _HookHandle(RemovableHandle):
-    """A module hook's handle: removing the hook changes what a compiled call's guards read."""
-
-    def remove(self) -> None:
-        super().remove()
-        modules_changed()
+_HOOKS = TABLES
 
 
 class Module:
@@ -358,64 +335,32 @@ class Module:
             prefix = args[1] if len(args) > 1 and prefix == "" else prefix
             keep_vars = args[2] if len(args) > 2 and keep_vars is False else keep_vars
         state: dict[str, Tensor] = {} if destination is None else destination
-        self._save_state(state, prefix, keep_vars)
-        return state
+        return module_state.save(self, state, prefix, keep_vars)
 
-    def _save_state(self, state: dict[str, Tensor], prefix: str, keep_vars: bool) -> None:
-        tables = [self._parameters.items()]
-        tables.append((k, t) for k, t in self._buffers.items() if k not in self._non_persistent_buffers_set)
-        for table in tables:
-            state.update((prefix + name, t if keep_vars else t.data) for name, t in table if t is not None)
-        for name, child in self._modules.items():
-            if child is not None:
-                child._save_state(state, f"{prefix}{name}.", keep_vars)
+    def get_extra_state(self) -> Any:
+        """What state_dict saves under `_extra_state` where a subclass defines this (with set_extra_state)."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called: a module with "
+            "extra state defines get_extra_state and set_extra_state"
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Take back what get_extra_state gave (load_state_dict calls it where a subclass defines it)."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called: a module with "
+            "extra state defines get_extra_state and set_extra_state"
+        )
+
+    get_extra_state.is_default = set_extra_state.is_default = True  # type: ignore[attr-defined]
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Copy values in, cast to each tensor's dtype as PyTorch's `copy_` casts, and return PyTorch's
         named tuple (missing_keys, unexpected_keys). With `strict`, a missing or extra key is an error; a
         mis-shaped entry always is. The error (a RuntimeError, and a ValueError) names every offending
-        tensor, and then nothing is copied."""
+        tensor; as PyTorch's, the entries that fit are copied all the same (module_state.py)."""
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
-        hook_missing: list[str] = []
-        hook_unexpected: list[str] = []
-        hook_errors: list[str] = []
-        hooked = [(p, m) for p, m in self.named_modules() if m.__dict__.get("_load_state_dict_pre_hooks")]
-        if hooked:
-            state_dict = dict(state_dict)  # the hooks rewrite a copy, as PyTorch's
-            for name, module in hooked:
-                args = (state_dict, f"{name}." if name else "", {}, strict)
-                for hook, with_module in list(module._load_state_dict_pre_hooks):
-                    lists = (hook_missing, hook_unexpected, hook_errors)
-                    hook(module, *args, *lists) if with_module else hook(*args, *lists)
-        own = self.state_dict(keep_vars=True)
-        # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
-        missing = [k for k in own if k not in state_dict and not _step_count(k)]
-        unexpected = [k for k in state_dict if k not in own]
-        missing += hook_missing
-        unexpected += hook_unexpected
-        problems = list(hook_errors)
-        if strict:
-            problems += [f"missing: {k}" for k in missing]
-            problems += [f"unexpected: {k}" for k in unexpected]
-        for k, target in own.items():
-            if k not in state_dict:
-                continue
-            value = state_dict[k]
-            shape = tuple(value.shape)
-            if shape != tuple(target.shape):
-                problems.append(
-                    f"{k}: shape {shape_text(shape)} in the state, {shape_text(target.shape)} in the model"
-                )
-        if problems:
-            lines = "\n\t".join(problems)
-            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t{lines}")
-        with no_grad():
-            for k, target in own.items():
-                if k in state_dict:
-                    value = state_dict[k]
-                    target.assign(value if isinstance(value, Tensor) else tensor(value))
-        return IncompatibleKeys(missing, unexpected)
+        return module_state.load(self, state_dict, strict)
 
     # dtypes ---------------------------------------------------------------------------------------
     def to(self, *args: Any, **kwargs: Any) -> Module:
@@ -486,6 +431,25 @@ class Module:
         '.'); as PyTorch's, it may rewrite state_dict (a copy of the one given) and add to the lists."""
         return self._add_hook("_load_state_dict_pre_hooks", hook, True)
 
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """hook(module, incompatible_keys) after load_state_dict loaded this module and its children; it
+        may edit the lists in place (what strict then raises for), and must return None."""
+        return self._add_hook("_load_state_dict_post_hooks", hook, False)
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """hook(module, prefix, keep_vars) before state_dict adds this module's entries."""
+        return self._add_hook("_state_dict_pre_hooks", hook, False)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """hook(module, state_dict, prefix, local_metadata) after state_dict added this module's entries
+        (and its children's); it may edit state_dict in place, and must return None."""
+        return self._add_hook("_state_dict_hooks", hook, True)
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's private post-hook: like register_state_dict_post_hook, but a dict it returns from the
+        module state_dict was called on is what state_dict returns."""
+        return self._add_hook("_state_dict_hooks", hook, False)
+
     def _register_load_state_dict_pre_hook(
         self, hook: Callable, with_module: bool = False
     ) -> RemovableHandle:
@@ -501,12 +465,12 @@ class Module:
         return self._add_hook("_forward_pre_hooks", hook, with_kwargs, prepend)
 
     def register_forward_hook(
-        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
     ) -> RemovableHandle:
         """Call `hook(module, args, output)` after each forward (`hook(module, args, kwargs, output)`
         with_kwargs), after the hooks registered before (before them with prepend); what it returns, if
-        not None, replaces the output."""
-        return self._add_hook("_forward_hooks", hook, with_kwargs, prepend)
+        not None, replaces the output. With always_call, also when forward raises (output None)."""
+        return self._add_hook("_forward_hooks", hook, with_kwargs, prepend, always_call)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
         """Call `hook(module, grad_input, grad_output)` once a backward pass, when the gradients of the
@@ -527,15 +491,9 @@ class Module:
         )
 
     def _add_hook(
-        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False
+        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False, always_call: bool = False
     ) -> RemovableHandle:
-        if not callable(hook):
-            raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
-        hooks = self.__dict__.setdefault(table, [])
-        entry = (hook, with_kwargs)
-        hooks.insert(0 if prepend else len(hooks), entry)
-        modules_changed()
-        return _HookHandle(hooks, entry)
+        return add_hook(self.__dict__.setdefault(table, []), hook, with_kwargs, prepend, always_call)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hooked = self.__dict__
@@ -544,41 +502,20 @@ class Module:
             or hooked.get("_forward_hooks")
             or hooked.get("_backward_hooks")
             or hooked.get("_backward_pre_hooks")
+            or any_global()
         ):
-            return self._hooked_call(args, kwargs)
+            return hooked_call(self, args, kwargs, self._call)
         return self._call(args, kwargs)
-
-    def _hooked_call(self, args: tuple, kwargs: dict) -> Any:
-        for hook, with_kwargs in list(self.__dict__.get("_forward_pre_hooks", ())):
-            changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
-            if changed is not None and with_kwargs:
-                args, kwargs = changed
-            elif changed is not None:
-                args = changed if isinstance(changed, tuple) else (changed,)
-        backward = [h for h, _ in self.__dict__.get("_backward_hooks", ())]
-        backward_pre = [h for h, _ in self.__dict__.get("_backward_pre_hooks", ())]
-        if (backward or backward_pre) and is_grad_enabled():
-            return run_with_backward_hooks(self, args, kwargs, self._forward_hooked, backward_pre, backward)
-        return self._forward_hooked(args, kwargs)
-
-    def _forward_hooked(self, args: tuple, kwargs: dict) -> Any:
-        """forward, then the forward hooks."""
-        output = self._call(args, kwargs)
-        for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", ())):
-            changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
-            if changed is not None:
-                output = changed
-        return output
 
     @property
     def _traced_state(self) -> tuple:
         """What a compiled function's trace of this module's call depends on besides tensors: its
         `training` flag and its hooks (a compiled function traces again where they have changed)."""
         d = self.__dict__
-        hooks = [d.get(name) for name in _HOOKS]
+        hooks = [[*GLOBAL[name], *d.get(name, ())] for name in _HOOKS]
         if not any(hooks):
             return self.training
-        return (self.training, *[tuple([id(h) for h, _ in found or ()]) for found in hooks])
+        return (self.training, *[tuple([id(e[0]) for e in found]) for found in hooks])
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         mode = modes.LOCAL.stack[-1]
@@ -645,10 +582,6 @@ def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) 
 
 def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
-
-
-def _step_count(key: str) -> bool:
-    return key.rpartition(".")[2] == "num_batches_tracked"
 
 
 def _name_layer(root: Module, error: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import modes
 from ..autograd import is_grad_enabled
+from ..backends import mha
 from ..dtypes import bool_
 from ..tensor import Tensor
 from .attention import autocast_on
@@ -23,6 +24,7 @@ def padded_positions(encoder: Any, src: Tensor, mask: Tensor | None, padding: Te
     first = encoder.layers[0]
     if (
         not encoder.use_nested_tensor
+        or not mha.get_fastpath_enabled()
         or first.training
         or src.ndim != 3
         or padding is None

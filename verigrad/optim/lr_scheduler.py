@@ -37,6 +37,7 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._step_count = 0
+        self._get_lr_called_within_step = self._is_initial = False  # PyTorch's flags (state dict keys)
         self.step()
 
     def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
@@ -148,7 +149,26 @@ class StepLR(LRScheduler):
         return base_lr * self.gamma ** (epoch // self.step_size)
 
 
-class MultiplicativeLR(LRScheduler):
+class _LambdaState:
+    """The state dict of a schedule holding functions (`lr_lambdas`), as PyTorch's."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's: a function's own attributes are kept (a plain function's are not: None)."""
+        state = {k: v for k, v in LRScheduler.state_dict(self).items() if k != "lr_lambdas"}
+        state["lr_lambdas"] = [
+            None if isinstance(f, types.FunctionType) else dict(vars(f)) for f in self.lr_lambdas
+        ]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        lambdas = state_dict["lr_lambdas"]
+        LRScheduler.load_state_dict(self, {k: v for k, v in state_dict.items() if k != "lr_lambdas"})
+        for f, saved in zip(self.lr_lambdas, lambdas):
+            if saved is not None:
+                vars(f).update(saved)
+
+
+class MultiplicativeLR(_LambdaState, LRScheduler):
     """Each rate times `lr_lambda(epoch)` every epoch (one function, or one per parameter group)."""
 
     def __init__(
@@ -332,7 +352,7 @@ class LinearLR(LRScheduler):
         return base_lr * (self.start_factor + change * min(self.total_iters, epoch) / self.total_iters)
 
 
-class LambdaLR(LRScheduler):
+class LambdaLR(_LambdaState, LRScheduler):
     """Each initial rate times `lr_lambda(epoch)` (one function, or one per parameter group)."""
 
     def __init__(
@@ -352,21 +372,6 @@ class LambdaLR(LRScheduler):
 
     def rate(self, lr: float, base_lr: float | None, epoch: int, index: int) -> float:
         return self._initial(base_lr) * self.lr_lambdas[index](epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """PyTorch's: a function's own attributes are kept (a plain function's are not: None)."""
-        state = {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
-        state["lr_lambdas"] = [
-            None if isinstance(f, types.FunctionType) else dict(vars(f)) for f in self.lr_lambdas
-        ]
-        return state
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        lambdas = state_dict["lr_lambdas"]
-        super().load_state_dict({k: v for k, v in state_dict.items() if k != "lr_lambdas"})
-        for f, saved in zip(self.lr_lambdas, lambdas):
-            if saved is not None:
-                vars(f).update(saved)
 
 
 class _Composite(LRScheduler):
@@ -413,16 +418,14 @@ class SequentialLR(_Composite):
         self.optimizer, self._schedulers, self._milestones = optimizer, schedulers, milestones
         for group in optimizer.param_groups:  # undo what the schedulers set when they were made
             group["lr"] = group["initial_lr"]
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         for scheduler in schedulers:
             scheduler.last_epoch -= 1
         schedulers[0]._step_count = 0
         schedulers[0].step()
-        self.last_epoch, self._step_count = 0, 1
+        self.last_epoch = 0
         self._last_lr = schedulers[0].get_last_lr()
 
     def step(self) -> None:
-        self._step_count += 1
         self.last_epoch += 1
         index = bisect.bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[index]
@@ -467,6 +470,9 @@ class ChainedScheduler(_Composite):
         self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
 
 
+_PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy, stepped once per batch: each rate rises from max_lr / div_factor to `max_lr` (one
     for all groups or one per group) over the first `pct_start` of `total_steps` (or epochs x
@@ -506,8 +512,8 @@ class OneCycleLR(LRScheduler):
             raise ValueError(f"pct_start must be between 0 and 1, got {pct_start!r}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
-        self.key = "betas" if "betas" in optimizer.defaults else "momentum"
-        if cycle_momentum and self.key not in optimizer.defaults:
+        self.use_beta1 = "betas" in optimizer.defaults
+        if cycle_momentum and not self.use_beta1 and "momentum" not in optimizer.defaults:
             name = type(optimizer).__name__
             raise ValueError(f"cycle_momentum needs an optimizer with a momentum or betas; {name} has none")
         self.total_steps, self.cycle_momentum, self._anneal_func_type = (
@@ -527,7 +533,7 @@ class OneCycleLR(LRScheduler):
                 group["max_momentum"], group["base_momentum"] = top, base
         up, down = float(pct_start * total_steps) - 1, float(2 * pct_start * total_steps) - 2
         # (the step a phase ends at, the group keys of its rates from and to, of its momenta from and to)
-        self.phases = (
+        phases = (
             [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
              (down, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
              (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
@@ -535,6 +541,7 @@ class OneCycleLR(LRScheduler):
             else [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                   (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         )  # fmt: skip
+        self._schedule_phases = [dict(zip(_PHASE_KEYS, phase)) for phase in phases]  # PyTorch's form
         super().__init__(optimizer, last_epoch)
 
     def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
@@ -545,8 +552,11 @@ class OneCycleLR(LRScheduler):
         group = self.optimizer.param_groups[index]
         anneal = _cosine if self._anneal_func_type == "cos" else _linear
         begin = 0.0
-        for k, (end, lr_from, lr_to, m_from, m_to) in enumerate(self.phases):
-            if epoch <= end or k == len(self.phases) - 1:
+        phases = self._schedule_phases
+        for k, (end, lr_from, lr_to, m_from, m_to) in enumerate(
+            tuple(p[n] for n in _PHASE_KEYS) for p in phases
+        ):
+            if epoch <= end or k == len(phases) - 1:
                 part = (epoch - begin) / (end - begin)
                 if self.cycle_momentum:
                     self._momentum(group, anneal(group[m_from], group[m_to], part))
@@ -555,7 +565,10 @@ class OneCycleLR(LRScheduler):
         raise AssertionError("unreachable: the last phase takes every step")
 
     def _momentum(self, group: dict[str, Any], value: float) -> None:
-        group[self.key] = (value, *group["betas"][1:]) if self.key == "betas" else value
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
 
 
 class CyclicLR(LRScheduler):
@@ -712,7 +725,7 @@ class ReduceLROnPlateau(LRScheduler):
         self.threshold, self.threshold_mode, self.cooldown = threshold, threshold_mode, cooldown
         self.min_lrs, self.eps = _per_group("min_lr", optimizer, min_lr), eps
         self.default_min_lr = None if isinstance(min_lr, list | tuple) else min_lr
-        self.best = math.inf if mode == "min" else -math.inf
+        self.best = self.mode_worse = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0
         self.last_epoch = 0
         self._last_lr = [group["lr"] for group in optimizer.param_groups]

@@ -13,6 +13,7 @@ from ... import ops
 from ...dtypes import bool_, u8
 from ...errors import DTypeError, ShapeError
 from ...ops._op import floating_only
+from ...ops.data_in import check_number
 from ...shapes import shape_text
 from ...tensor import Tensor
 
@@ -172,8 +173,13 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """value where x <= threshold, else x (NaN passes, as PyTorch's)."""
-    return _inplace(input, ops.where(input <= threshold, value, input), inplace)
+    """value where x <= threshold, else x (NaN passes), as PyTorch's: both numbers taken in x's dtype (an
+    integer tensor's threshold truncated, its value too: no promotion), one it cannot hold refused."""
+    for number in (threshold, value):
+        check_number(number, input.dtype, "threshold")
+    if not input.dtype.is_float:
+        threshold = int(threshold)
+    return _inplace(input, input.masked_fill(input <= threshold, value), inplace)
 
 
 _threshold = threshold  # for threshold_, whose argument has the name
