@@ -16,7 +16,7 @@ import numpy as np
 
 from . import settings
 from .devices import CPU, as_device, device, is_device, no_device
-from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, i64, u8
+from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, from_numpy_dtype, i32, i64, u8
 from .shapes import Dim, DimLike, Size, Spec, shape_text
 
 Axis = int | Sequence[int] | None
@@ -160,6 +160,15 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+    def __array_wrap__(self, array: np.ndarray, context: Any = None, return_scalar: bool = False) -> Tensor:
+        """A NumPy ufunc's result on a tensor (np.exp(x), np.add(x, 1)) is a tensor, as PyTorch's: a 0-d one
+        for a scalar, and uint8 for a bool result (PyTorch's wrapper's cast)."""
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        dtype = from_numpy_dtype(array.dtype)
+        array = np.asarray(array, dtype.np)
+        return Tensor(Spec(tuple(array.shape), dtype), array)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         return self.numpy().__dlpack__(*args, **kwargs)

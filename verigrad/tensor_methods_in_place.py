@@ -222,9 +222,12 @@ def copy_(self: Tensor, src: Any) -> Tensor:
 
 
 def assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
-    """`x op= o`: x op o written into x."""
+    """`x op= o`: x op o written into x. PyTorch's in-place operators decline a NumPy array, so Python
+    binds `x` to `x op o` (ops/array_operands.py), a new tensor, and so here."""
 
     def method(self: Tensor, o: Any) -> Tensor:
+        if isinstance(o, np.ndarray):
+            return NotImplemented
         return self.assign(_castable(op(self, o), self, getattr(op, "name", "in-place op")))
 
     return method

@@ -139,8 +139,9 @@ full_op = Op(
 
 
 def _fill_dtype(value: Any) -> DType:
-    """PyTorch's dtype for a fill value: bool, i64 for a whole number, else the default float."""
-    if isinstance(value, bool | np.bool_):
+    """PyTorch's dtype for a fill value: bool, i64 for a whole number, else the default float (a NumPy
+    bool too, which PyTorch reads as a float)."""
+    if isinstance(value, bool):
         return bool_
     return i64 if isinstance(value, int | np.integer) else DEFAULT_FLOAT
 
