@@ -289,14 +289,16 @@ def log10(x: Tensor) -> Tensor:
 
 def round(x: Tensor, *, decimals: int = 0) -> Tensor:
     """x rounded half to even to `decimals` places, as PyTorch's: round(x * 10^d) / 10^d for d > 0,
-    round(x / 10^-d) * 10^-d for d < 0."""
-    if not isinstance(decimals, int) or isinstance(decimals, bool):
+    round(x / 10^-d) * 10^-d for d < 0 (f16 computed in f32 and rounded once)."""
+    if not isinstance(decimals, int | np.integer) or isinstance(decimals, bool):
         raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    decimals = int(decimals)
     if decimals == 0:
         return _round_half_even(x)
     if not x.dtype.is_float:
         raise DTypeError(f"round with decimals takes a float tensor, got {x.dtype.name} (as PyTorch)")
+    dtype = x.dtype
+    x = x.cast(OPMATH.get(dtype, dtype))
     scale = 10.0 ** abs(decimals)
-    if decimals > 0:
-        return _round_half_even(x * scale) / scale
-    return _round_half_even(x / scale) * scale
+    out = _round_half_even(x * scale) / scale if decimals > 0 else _round_half_even(x / scale) * scale
+    return out.cast(dtype)

@@ -1,6 +1,7 @@
-"""addcmul and addcdiv bit for bit as PyTorch's CPU kernels: addcmul is (value * t1) * t2 + x with one
-fused multiply-add, addcdiv (value * t1) / t2 + x, both with f16 computed in f32 and rounded once (1 in 6
-f32 and 1 in 5 f16 results differed by an ulp when verigrad rounded the product, or divided first)."""
+"""addcmul, addcdiv and round(decimals=) bit for bit as PyTorch's CPU kernels: addcmul is (value * t1) *
+t2 + x with one fused multiply-add, addcdiv (value * t1) / t2 + x, round(x * 10^d) / 10^d, each with f16
+computed in f32 and rounded once (1 in 6 f32 and 1 in 5 f16 results of addcmul differed by an ulp when
+verigrad rounded the product; addcdiv divided first; f16 round(decimals=1) was computed in f16)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,15 @@ def test_addcmul_gradients_are_pytorchs() -> None:
         grads.append([leaf.grad.numpy() for leaf in leaves])
     for theirs, ours in zip(*grads):
         np.testing.assert_allclose(ours, theirs, rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("decimals", [1, 2, -1, -2])
+def test_round_decimals_bits_are_pytorchs(decimals: int, dtype: str) -> None:
+    values = (np.random.default_rng(5).standard_normal(2000) * 100).astype(dtype)
+    values[:3] = [np.nan, np.inf, -0.0]
+    theirs = torch.from_numpy(values).round(decimals=decimals).numpy()
+    ours = (
+        verigrad.from_numpy(values).round(decimals=np.int64(decimals)).numpy()
+    )  # a NumPy int, as torch takes
+    assert ours.dtype == theirs.dtype and np.array_equal(ours.view(np.uint8), theirs.view(np.uint8))
