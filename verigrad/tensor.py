@@ -17,7 +17,7 @@ import numpy as np
 from . import settings
 from .devices import CPU, as_device, device, is_device, no_device
 from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, from_numpy_dtype, i32, i64, u8
-from .shapes import Dim, DimLike, Size, Spec, shape_text
+from .shapes import Dim, DimLike, Size, Spec, plain_int, shape_text
 
 Axis = int | Sequence[int] | None
 _NONE: Any = object()  # an argument not given
@@ -88,6 +88,7 @@ class Tensor:
             axis = dim
         if axis is None:
             return self.spec.size
+        axis = plain_int(axis)
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise TypeError(f"size(dim): dim must be an int, not {type(axis).__name__}")
         shape = self.spec.size

@@ -34,9 +34,15 @@ def _outcome(call: Callable[[Any], Any], lib: Any) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = call(lib)
+            return _leaves(call(lib))
     except Exception:
         return "raised"
+
+
+def _leaves(result: Any) -> Any:
+    """A result as comparable values: a tensor's type, dtype and values; a tuple's leaves."""
+    if isinstance(result, tuple):
+        return [_leaves(r) for r in result]
     if isinstance(result, torch.Tensor | verigrad.Tensor):
         dtype = str(result.dtype).removeprefix("torch.")
         values = result.detach().float().numpy() if dtype == "bfloat16" else result.detach().numpy()
@@ -124,3 +130,35 @@ def test_a_tensor_requiring_grad_with_an_array_keeps_numpys_dtype_and_its_gradie
     assert y.dtype is verigrad.float64
     y.sum().backward()
     assert x.grad.dtype is verigrad.float32 and x.grad.tolist() == [3.0, 3.0]
+
+
+I64, I32 = np.int64, np.int32
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.ones(2, 3).sum(I64(1)),
+        lambda t: t.ones(2, 3).sum(dim=(I64(0), I32(1))),
+        lambda t: t.ones(2, 3).mean(I64(-1), keepdim=True),
+        lambda t: t.arange(6.0).reshape(2, 3).amax(I32(1)),
+        lambda t: t.arange(6.0).reshape(2, 3).argmax(I64(1)),
+        lambda t: t.arange(6.0).reshape(2, 3).std(I64(1)),
+        lambda t: t.linspace(0, 1, I64(3)),
+        lambda t: t.logspace(0, 1, I32(3)),
+        lambda t: t.tensor([3.0, 1.0, 2.0]).topk(I64(2)),
+        lambda t: t.tensor([3.0, 1.0, 2.0]).kthvalue(I64(2)),
+        lambda t: t.arange(4).chunk(I64(2)),
+        lambda t: t.ones(2, 1).squeeze(I64(1)),
+        lambda t: t.arange(6).reshape(2, 3).movedim(I64(1), 0),
+        lambda t: t.arange(5).tensor_split(I64(2)),
+        lambda t: t.arange(3).repeat_interleave(I64(2)),
+        lambda t: t.arange(6).view(I64(3), -1),
+        lambda t: t.arange(6).reshape(2, 3)[I64(1), I32(2)],
+        lambda t: t.ones(2, 3).size(I64(1)),
+        lambda t: t.tensor([1.25, 2.35]).round(decimals=I64(1)),
+    ],
+)
+def test_numpy_integers_as_dims_and_counts(call: Callable[[Any], Any]) -> None:
+    theirs, ours = _outcome(call, torch), _outcome(call, verigrad)
+    assert theirs != "raised" and ours == theirs

@@ -11,7 +11,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, i64, promote
 from ..errors import IndexDTypeError, ShapeError
-from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, shape_text
+from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, plain_int, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
@@ -67,7 +67,7 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
 def squeeze(x: Tensor, axis: int | Sequence[int] | None = None, *, dim: Any = None) -> Tensor:
     """x without its axes of size 1: all of them, or those among `axis` (PyTorch's `dim`: an int or a
     sequence of them; a 0-d tensor takes 0 and -1 and stays as it is)."""
-    axis = dim if dim is not None else axis
+    axis = plain_int(dim if dim is not None else axis)
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
     axes = [_axis(x, a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis)]
