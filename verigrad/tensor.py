@@ -326,6 +326,10 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
     if all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in args):
         array = np.zeros(tuple(int(a) for a in args) if args else (0,), dtype.np)
     elif len(args) == 1 and isinstance(args[0], list | tuple | np.ndarray):
+        if isinstance(args[0], np.ndarray):
+            if args[0].dtype.kind not in "biuf":  # PyTorch refuses strings, objects, dates
+                raise TypeError(f"{dtype.name} tensor: cannot make one from a {args[0].dtype} array")
+            refuse_negative_strides(args[0])
         array = np.array(args[0], dtype=np.float64 if dtype.is_float else None)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"{dtype.name} tensor: cannot make one from {array.dtype} values")
@@ -335,6 +339,16 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
             f"Tensor(): takes values or whole-number sizes, not {[type(a).__name__ for a in args]}"
         )
     return Spec(tuple(array.shape), dtype), array
+
+
+def refuse_negative_strides(array: np.ndarray) -> None:
+    """PyTorch's refusal of a NumPy array with a negative stride (a flipped view, x[::-1]) in from_numpy,
+    tensor, as_tensor and asarray."""
+    if array.size and any(s < 0 for s in array.strides):
+        raise ValueError(
+            "At least one stride in the given numpy array is negative, and tensors with negative strides are "
+            "not supported, as in PyTorch (make a copy of the array first: array.copy())"
+        )
 
 
 class LegacyType(type):

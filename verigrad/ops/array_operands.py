@@ -61,6 +61,6 @@ def with_array(ufunc: np.ufunc, op: Callable[..., Tensor], x: Tensor, array: np.
         raise TypeError(f"{ufunc.__name__} of a {x.dtype.name} tensor and a {array.dtype} array gives {out}")
     if isinstance(x.payload, np.ndarray) and not x.requires_grad:
         return ufunc(x, array)  # NumPy's values; Tensor.__array_wrap__ makes the result a tensor
-    result = op(cast(x, dtypes[0]), from_numpy(np.asarray(array, right)))
+    result = op(cast(x, dtypes[0]), from_numpy(np.ascontiguousarray(array, right)))
     want = u8 if dtypes[2] is bool_ else dtypes[2]  # PyTorch's __array_wrap__ makes a bool result uint8
     return result if result.dtype is want else cast(result, want)
