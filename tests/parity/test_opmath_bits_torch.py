@@ -1,7 +1,9 @@
 """addcmul, addcdiv and round(decimals=) bit for bit as PyTorch's CPU kernels: addcmul is (value * t1) *
 t2 + x with one fused multiply-add, addcdiv (value * t1) / t2 + x, round(x * 10^d) / 10^d, each with f16
 computed in f32 and rounded once (1 in 6 f32 and 1 in 5 f16 results of addcmul differed by an ulp when
-verigrad rounded the product; addcdiv divided first; f16 round(decimals=1) was computed in f16)."""
+verigrad rounded the product; addcdiv divided first; f16 round(decimals=1) was computed in f16). var and
+std of f16 and f32 are computed in f64 and rounded once (std's square root too): 1 in 2 f32 rows differed
+when verigrad computed them in f32."""
 
 from __future__ import annotations
 
@@ -56,3 +58,16 @@ def test_round_decimals_bits_are_pytorchs(decimals: int, dtype: str) -> None:
         verigrad.from_numpy(values).round(decimals=np.int64(decimals)).numpy()
     )  # a NumPy int, as torch takes
     assert ours.dtype == theirs.dtype and np.array_equal(ours.view(np.uint8), theirs.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize(("shape", "dim"), [((1000,), None), ((50, 37), 1), ((50, 37), 0), ((7,), None)])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("name", ["var", "std"])
+def test_var_std_bits_are_pytorchs(
+    name: str, correction: int, shape: tuple, dim: int | None, dtype: str
+) -> None:
+    values = (np.random.default_rng(11).standard_normal(shape) * 3 + 1).astype(dtype)
+    theirs = getattr(torch.from_numpy(values), name)(dim=dim, correction=correction).numpy()
+    ours = getattr(verigrad.from_numpy(values), name)(dim=dim, correction=correction).numpy()
+    assert ours.dtype == theirs.dtype and np.array_equal(np.atleast_1d(ours), np.atleast_1d(theirs))
