@@ -257,3 +257,23 @@ def test_lerp_with_a_number_weight_to_the_bit(dtype: str, weight: float) -> None
     start, end = (rng.standard_normal(1001).astype(dtype) for _ in range(2))
     start[:4], end[:4] = [INF, -INF, NAN, 0.0], [0.0, 1.0, 2.0, INF]
     _check(lambda lib: lib.lerp(lib.from_numpy(start.copy()), lib.from_numpy(end.copy()), weight))
+
+
+def _written(key: Any) -> Callable[[Any], Any]:
+    def call(lib: Any) -> Any:
+        x = lib.arange(24.0).reshape(2, 3, 4)
+        x[key] = -1.0
+        return x
+
+    return call
+
+
+LIST_KEYS = [[[0, 1], [1, 0]], [0, slice(None), 1], [0, 1], [[1], 0], [None, 0], [Ellipsis, 1], [0, [2, 1]]]
+
+
+@pytest.mark.parametrize("key", LIST_KEYS, ids=repr)
+def test_a_list_key_holding_sequences_is_a_tuple(key: list) -> None:
+    """PyTorch 2.13 reads x[[[0, 1], [1, 0]]] as x[[0, 1], [1, 0]] (a list holding a sequence, a slice, None
+    or ...), with a deprecation warning; verigrad read it as one index tensor, another shape."""
+    _check(lambda lib: lib.arange(24.0).reshape(2, 3, 4)[key])
+    _check(_written(key))

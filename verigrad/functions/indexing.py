@@ -23,7 +23,7 @@ from ..ops.index import searchsorted as searchsorted_op
 from ..ops.index import take, take_grad
 from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
-from ..ops.shaping import assign, getitem
+from ..ops.shaping import assign, getitem, legacy_tuple
 from ..ops.shaping import setitem as basic_setitem
 from ..ops.special import signbit
 from ..shapes import broadcast, normalize_axis, shape_text
@@ -382,6 +382,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
     the view; integer arrays and bool masks write their elements, a repeated position its last value."""
     check_number(value, x.dtype, "setitem")
+    key = legacy_tuple(key)
     if _writes_where(x, key, value):
         basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
         return

@@ -3,6 +3,7 @@ and in-place assignment (`assign`, `setitem`). They add no op of their own excep
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -127,10 +128,28 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     """x[key] by PyTorch's rules: ints, slices, None and ... select a view; integer tensors or lists and
     bool masks (their positions, eagerly) index by broadcasting together, the result taking their
     shape where they stand together or in front where slices or None part them."""
+    key = legacy_tuple(key)
     out, view = _select(x, key)
     if view and out is not x:
         modes.current().made_view(out, x, key)
     return out
+
+
+def legacy_tuple(key: Any) -> Any:
+    """PyTorch's (and old NumPy's) reading of a list key: x[[[0, 1], [1, 0]]] is x[[0, 1], [1, 0]] when the
+    list (of fewer than 32 items) holds a sequence, a tensor, a slice, ... or None, with PyTorch's warning."""
+    if type(key) is not list or len(key) >= 32:
+        return key
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, Tensor | list | tuple | np.ndarray | slice):
+            warnings.warn(
+                "Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+                "instead of x[seq] (read as a tuple, as PyTorch 2.13 reads it)",
+                UserWarning,
+                stacklevel=3,
+            )
+            return tuple(key)
+    return key
 
 
 def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
