@@ -277,3 +277,19 @@ def test_a_list_key_holding_sequences_is_a_tuple(key: list) -> None:
     or ...), with a deprecation warning; verigrad read it as one index tensor, another shape."""
     _check(lambda lib: lib.arange(24.0).reshape(2, 3, 4)[key])
     _check(_written(key))
+
+
+@pytest.mark.parametrize(
+    ("dim", "index"), [(2, [[[0]], [[3]]]), (1, [[[2, 0]]]), (0, [[[1], [0]]]), (-1, [[[3, 3]], [[0, 1]]])]
+)
+def test_gather_with_an_index_shorter_along_other_dims(dim: int, index: list) -> None:
+    """PyTorch's gather takes index.size(d) <= input.size(d) for d != dim (verigrad refused a shorter one)."""
+    _check(lambda lib: lib.arange(24.0).reshape(2, 3, 4).gather(dim, lib.tensor(index)))
+    grads = []
+    for lib in (torch, verigrad):
+        x = lib.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        (
+            x.gather(dim, lib.tensor(index)) * lib.arange(1.0, 1.0 + np.size(index)).reshape(np.shape(index))
+        ).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(*grads)
