@@ -293,3 +293,43 @@ def test_gather_with_an_index_shorter_along_other_dims(dim: int, index: list) ->
         ).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_array_equal(*grads)
+
+
+def _in_place(write: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
+    def call(lib: Any) -> Any:
+        x = lib.arange(24.0).reshape(2, 3, 4)
+        write(lib, x)
+        return x
+
+    return call
+
+
+IN_PLACE_OVERLAPS = {
+    "add_ shifted": lambda lib, x: x[0, 1:].add_(x[0, :-1]),
+    "+= shifted": lambda lib, x: x[0, 1:].__iadd__(x[0, :-1]),
+    "copy_ shifted": lambda lib, x: x[0, 0, 1:].copy_(x[0, 0, :-1]),
+    "mul_ other=": lambda lib, x: x[0, 0, 1:].mul_(other=x[0, 0, :-1]),
+    "clamp_ bound": lambda lib, x: x[0, 1:].clamp_(x[0, :-1]),
+    "lerp_": lambda lib, x: x[0, 1:].lerp_(x[0, :-1], 0.5),
+    "halves": lambda lib, x: x.view(-1)[:12].add_(x.view(-1)[6:18]),
+    "itself": lambda lib, x: x.mul_(x),
+    "the same view": lambda lib, x: x[0].add_(x.view(2, 12)[0].view(3, 4)),
+    "disjoint": lambda lib, x: x[0].add_(x[1]),
+    "interleaved": lambda lib, x: x.view(-1)[::2].add_(x.view(-1)[1::2]),
+    "columns": lambda lib, x: x[0, :, 0].add_(x[0, :, 1]),
+    "expanded": lambda lib, x: lib.zeros(1, 3).expand(2, 3).add_(1),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE_OVERLAPS))
+def test_in_place_writes_from_overlapping_views(name: str) -> None:
+    """PyTorch refuses an in-place op whose operand partly overlaps the tensor written (verigrad computed it
+    as if the operand were a copy); the same elements, disjoint and interleaved views are taken."""
+    _check(_in_place(IN_PLACE_OVERLAPS[name]))
+
+
+def test_a_transposed_self_add_is_refused_not_answered() -> None:
+    """PyTorch does not look at layouts with gaps, and its x[:3, :3].add_(x[:3, :3].t()) follows its order of
+    writes; verigrad refuses it (the README's table)."""
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _in_place(lambda lib, x: x[0, :3, :3].add_(x[0, :3, :3].t()))(verigrad)
