@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, SupportsIndex
 
+import numpy as np
+
 from .dtypes import DType, as_dtype, f32
 from .errors import AxisError, DTypeError, ShapeError
 
@@ -475,9 +477,15 @@ def _refuse_bool(axis: object) -> None:
         raise DTypeError(f"a dim must be an int, not the bool {axis}")
 
 
+def plain_int(value: Any) -> Any:
+    """A NumPy integer as the Python int PyTorch reads it as (through __index__); anything else as it is."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
 def normalize_axis(axis: int, ndim: int) -> int:
-    """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's."""
+    """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's (a NumPy integer too)."""
     _refuse_bool(axis)
+    axis = plain_int(axis)
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise AxisError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim if ndim else 0
@@ -488,7 +496,7 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     if axis is None:
         return tuple(range(ndim))
     _refuse_bool(axis)  # (inside a sequence PyTorch takes True as 1)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
         if any(a not in (0, -1) for a in axes):
             raise AxisError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")

@@ -16,8 +16,8 @@ import numpy as np
 
 from . import settings
 from .devices import CPU, as_device, device, is_device, no_device
-from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, i64, u8
-from .shapes import Dim, DimLike, Size, Spec, shape_text
+from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, from_numpy_dtype, i32, i64, u8
+from .shapes import Dim, DimLike, Size, Spec, plain_int, shape_text
 
 Axis = int | Sequence[int] | None
 _NONE: Any = object()  # an argument not given
@@ -88,6 +88,7 @@ class Tensor:
             axis = dim
         if axis is None:
             return self.spec.size
+        axis = plain_int(axis)
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise TypeError(f"size(dim): dim must be an int, not {type(axis).__name__}")
         shape = self.spec.size
@@ -160,6 +161,15 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+    def __array_wrap__(self, array: np.ndarray, context: Any = None, return_scalar: bool = False) -> Tensor:
+        """A NumPy ufunc's result on a tensor (np.exp(x), np.add(x, 1)) is a tensor, as PyTorch's: a 0-d one
+        for a scalar, and uint8 for a bool result (PyTorch's wrapper's cast)."""
+        if array.dtype == np.bool_:
+            array = array.astype(np.uint8)
+        dtype = from_numpy_dtype(array.dtype)
+        array = np.asarray(array, dtype.np)
+        return Tensor(Spec(tuple(array.shape), dtype), array)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
         return self.numpy().__dlpack__(*args, **kwargs)
@@ -316,6 +326,10 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
     if all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in args):
         array = np.zeros(tuple(int(a) for a in args) if args else (0,), dtype.np)
     elif len(args) == 1 and isinstance(args[0], list | tuple | np.ndarray):
+        if isinstance(args[0], np.ndarray):
+            if args[0].dtype.kind not in "biuf":  # PyTorch refuses strings, objects, dates
+                raise TypeError(f"{dtype.name} tensor: cannot make one from a {args[0].dtype} array")
+            refuse_negative_strides(args[0])
         array = np.array(args[0], dtype=np.float64 if dtype.is_float else None)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"{dtype.name} tensor: cannot make one from {array.dtype} values")
@@ -325,6 +339,16 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
             f"Tensor(): takes values or whole-number sizes, not {[type(a).__name__ for a in args]}"
         )
     return Spec(tuple(array.shape), dtype), array
+
+
+def refuse_negative_strides(array: np.ndarray) -> None:
+    """PyTorch's refusal of a NumPy array with a negative stride (a flipped view, x[::-1]) in from_numpy,
+    tensor, as_tensor and asarray."""
+    if array.size and any(s < 0 for s in array.strides):
+        raise ValueError(
+            "At least one stride in the given numpy array is negative, and tensors with negative strides are "
+            "not supported, as in PyTorch (make a copy of the array first: array.copy())"
+        )
 
 
 class LegacyType(type):

@@ -39,6 +39,7 @@ from .functions import (
 )
 from .functions import strided as strided_views
 from .ops import (
+    array_operands,
     binary,
     bitwise,
     creation,
@@ -773,6 +774,7 @@ def op_methods() -> dict[str, tuple[Any, bool]]:
 def bind(cls: type = Tensor) -> None:
     """Set every entry of the table on `cls` (once, when verigrad is imported)."""
     methods: dict[str, Any] = {name: _forward(fn) for name, fn in {**OPERATORS, **FORWARDED}.items()}
+    methods.update({name: array_operands.operator(name, OPERATORS[name]) for name in array_operands.UFUNCS})
     methods.update({name: _reflected(fn) for name, fn in REFLECTED.items()})
     methods.update({name: assigning(fn) for name, fn in IN_PLACE_OPERATORS.items()})
     methods.update(ADAPTED)

@@ -25,11 +25,60 @@ def in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)`: `x.name(*args)` written into x."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        refuse_partial_overlap(self, (*args, *kwargs.values()), name + "_")
         out = getattr(self, name)(*args, **kwargs)
         return self.assign(out if name in _FILLING else _castable(out, self, name + "_"))
 
     method.__doc__ = f"{name}, written into this tensor."
     return method
+
+
+def refuse_partial_overlap(self: Tensor, operands: tuple, what: str) -> None:
+    """PyTorch's refusal to write into a tensor that an operand partly overlaps (x[1:].add_(x[:-1]): its
+    result would depend on the order of the writes). The same elements (x.mul_(x)) are fine. Where a
+    layout has gaps PyTorch does not look, and its result follows its order of writes
+    (x[:3, :3].add_(x[:3, :3].t())); verigrad refuses that too where the two share an element (a deliberate
+    difference: an error, not another answer), and takes interleaved ones that share none
+    (x[:, 0].add_(x[:, 1]))."""
+    mine = self.payload
+    for o in operands:
+        theirs = getattr(o, "payload", None) if isinstance(o, Tensor) else None
+        if not isinstance(theirs, np.ndarray) or not isinstance(mine, np.ndarray) or theirs is mine:
+            continue
+        if not np.may_share_memory(mine, theirs):
+            continue
+        if _at(mine) == _at(theirs) and mine.strides == theirs.strides and mine.shape == theirs.shape:
+            continue
+        if not (_dense(mine) and _dense(theirs)) and not _shares(mine, theirs):
+            continue
+        raise RuntimeError(
+            f"{what}: unsupported operation: some elements of the input tensor and the written-to tensor "
+            "refer to a single memory location (as in PyTorch); clone() the input first"
+        )
+
+
+def _shares(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether a and b share an element (True where that is too costly to tell)."""
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _at(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether `a`'s elements fill a block of memory once each, in some order of its axes."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return True
+    step = a.itemsize
+    for stride, size in sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n != 1):
+        if stride != step:
+            return False
+        step *= size
+    return True
 
 
 # in-place methods that write values given to them, which PyTorch casts to the tensor's dtype
@@ -66,18 +115,21 @@ def adapted(fn: Callable[..., Any]) -> Callable[..., Any]:
 @adapted
 def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
     """self + alpha * o written into self, with one rounding (as PyTorch's)."""
+    refuse_partial_overlap(self, (o,), "add_")
     return self.assign(_castable(pointwise.add(self, o, alpha=alpha), self, "add_"))
 
 
 @adapted
 def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
     """self - alpha * o written into self, with one rounding (as PyTorch's)."""
+    refuse_partial_overlap(self, (o,), "sub_")
     return self.assign(_castable(pointwise.sub(self, o, alpha=alpha), self, "sub_"))
 
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """clamp(min, max), written into this tensor."""
+    refuse_partial_overlap(self, (min, max), "clamp_")
     return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
@@ -218,13 +270,18 @@ def fill_(self: Tensor, value: Any) -> Tensor:
 @adapted
 def copy_(self: Tensor, src: Any) -> Tensor:
     """src's values (broadcast to this shape, cast to this dtype) written into this tensor."""
+    refuse_partial_overlap(self, (src,), "copy_")
     return self.assign(src)
 
 
 def assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
-    """`x op= o`: x op o written into x."""
+    """`x op= o`: x op o written into x. PyTorch's in-place operators decline a NumPy array, so Python
+    binds `x` to `x op o` (ops/array_operands.py), a new tensor, and so here."""
 
     def method(self: Tensor, o: Any) -> Tensor:
+        if isinstance(o, np.ndarray):
+            return NotImplemented
+        refuse_partial_overlap(self, (o,), getattr(op, "name", "in-place op"))
         return self.assign(_castable(op(self, o), self, getattr(op, "name", "in-place op")))
 
     return method

@@ -257,3 +257,79 @@ def test_lerp_with_a_number_weight_to_the_bit(dtype: str, weight: float) -> None
     start, end = (rng.standard_normal(1001).astype(dtype) for _ in range(2))
     start[:4], end[:4] = [INF, -INF, NAN, 0.0], [0.0, 1.0, 2.0, INF]
     _check(lambda lib: lib.lerp(lib.from_numpy(start.copy()), lib.from_numpy(end.copy()), weight))
+
+
+def _written(key: Any) -> Callable[[Any], Any]:
+    def call(lib: Any) -> Any:
+        x = lib.arange(24.0).reshape(2, 3, 4)
+        x[key] = -1.0
+        return x
+
+    return call
+
+
+LIST_KEYS = [[[0, 1], [1, 0]], [0, slice(None), 1], [0, 1], [[1], 0], [None, 0], [Ellipsis, 1], [0, [2, 1]]]
+
+
+@pytest.mark.parametrize("key", LIST_KEYS, ids=repr)
+def test_a_list_key_holding_sequences_is_a_tuple(key: list) -> None:
+    """PyTorch 2.13 reads x[[[0, 1], [1, 0]]] as x[[0, 1], [1, 0]] (a list holding a sequence, a slice, None
+    or ...), with a deprecation warning; verigrad read it as one index tensor, another shape."""
+    _check(lambda lib: lib.arange(24.0).reshape(2, 3, 4)[key])
+    _check(_written(key))
+
+
+@pytest.mark.parametrize(
+    ("dim", "index"), [(2, [[[0]], [[3]]]), (1, [[[2, 0]]]), (0, [[[1], [0]]]), (-1, [[[3, 3]], [[0, 1]]])]
+)
+def test_gather_with_an_index_shorter_along_other_dims(dim: int, index: list) -> None:
+    """PyTorch's gather takes index.size(d) <= input.size(d) for d != dim (verigrad refused a shorter one)."""
+    _check(lambda lib: lib.arange(24.0).reshape(2, 3, 4).gather(dim, lib.tensor(index)))
+    grads = []
+    for lib in (torch, verigrad):
+        x = lib.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        (
+            x.gather(dim, lib.tensor(index)) * lib.arange(1.0, 1.0 + np.size(index)).reshape(np.shape(index))
+        ).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(*grads)
+
+
+def _in_place(write: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
+    def call(lib: Any) -> Any:
+        x = lib.arange(24.0).reshape(2, 3, 4)
+        write(lib, x)
+        return x
+
+    return call
+
+
+IN_PLACE_OVERLAPS = {
+    "add_ shifted": lambda lib, x: x[0, 1:].add_(x[0, :-1]),
+    "+= shifted": lambda lib, x: x[0, 1:].__iadd__(x[0, :-1]),
+    "copy_ shifted": lambda lib, x: x[0, 0, 1:].copy_(x[0, 0, :-1]),
+    "mul_ other=": lambda lib, x: x[0, 0, 1:].mul_(other=x[0, 0, :-1]),
+    "clamp_ bound": lambda lib, x: x[0, 1:].clamp_(x[0, :-1]),
+    "lerp_": lambda lib, x: x[0, 1:].lerp_(x[0, :-1], 0.5),
+    "halves": lambda lib, x: x.view(-1)[:12].add_(x.view(-1)[6:18]),
+    "itself": lambda lib, x: x.mul_(x),
+    "the same view": lambda lib, x: x[0].add_(x.view(2, 12)[0].view(3, 4)),
+    "disjoint": lambda lib, x: x[0].add_(x[1]),
+    "interleaved": lambda lib, x: x.view(-1)[::2].add_(x.view(-1)[1::2]),
+    "columns": lambda lib, x: x[0, :, 0].add_(x[0, :, 1]),
+    "expanded": lambda lib, x: lib.zeros(1, 3).expand(2, 3).add_(1),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE_OVERLAPS))
+def test_in_place_writes_from_overlapping_views(name: str) -> None:
+    """PyTorch refuses an in-place op whose operand partly overlaps the tensor written (verigrad computed it
+    as if the operand were a copy); the same elements, disjoint and interleaved views are taken."""
+    _check(_in_place(IN_PLACE_OVERLAPS[name]))
+
+
+def test_a_transposed_self_add_is_refused_not_answered() -> None:
+    """PyTorch does not look at layouts with gaps, and its x[:3, :3].add_(x[:3, :3].t()) follows its order of
+    writes; verigrad refuses it (the README's table)."""
+    with pytest.raises(RuntimeError, match="single memory location"):
+        _in_place(lambda lib, x: x[0, :3, :3].add_(x[0, :3, :3].t()))(verigrad)

@@ -13,6 +13,7 @@ from ..ops.creation import Generator, rand, randn
 from ..ops.index import searchsorted
 from ..ops.scan import cumsum
 from ..ops.shaping import getitem
+from ..shapes import plain_int
 from ..tensor import Tensor, describe
 from .ordering import topk
 
@@ -65,6 +66,7 @@ def multinomial(
     each next category in proportion to the weights left (PyTorch's distribution; not its draws)."""
     if input.ndim not in (1, 2):
         raise ShapeError(f"multinomial takes weights [C] or [N, C], got {describe(input)}")
+    num_samples = plain_int(num_samples)
     if not isinstance(num_samples, int) or num_samples < 1:
         raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
     categories = input.shape[-1]

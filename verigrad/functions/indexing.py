@@ -23,7 +23,7 @@ from ..ops.index import searchsorted as searchsorted_op
 from ..ops.index import take, take_grad
 from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
-from ..ops.shaping import assign, getitem
+from ..ops.shaping import assign, getitem, legacy_tuple
 from ..ops.shaping import setitem as basic_setitem
 from ..ops.special import signbit
 from ..shapes import broadcast, normalize_axis, shape_text
@@ -382,6 +382,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
     the view; integer arrays and bool masks write their elements, a repeated position its last value."""
     check_number(value, x.dtype, "setitem")
+    key = legacy_tuple(key)
     if _writes_where(x, key, value):
         basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
         return
@@ -494,8 +495,22 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
                 raise ShapeError(f"gather of a 0-d input takes a 0-d or 1-D index, got {describe(index)}")
             flat = gather_along(input.reshape(1), _in_range(index.reshape(-1), 1, "gather"), axis=0)
             return flat.reshape(index.shape)
-        index = _in_range(index, input.shape[normalize_axis(dim, input.ndim)], "gather")
+        axis = normalize_axis(dim, input.ndim)
+        index = _in_range(index, input.shape[axis], "gather")
+        input = _cut_to(input, index, axis)
     return gather_along(input, index, axis=dim)
+
+
+def _cut_to(input: Tensor, index: Tensor, axis: int) -> Tensor:
+    """input's leading part along the other axes where the index is shorter there (PyTorch's gather takes
+    index.size(d) <= input.size(d) for d != dim, reading the first ones)."""
+    if index.ndim != input.ndim:
+        return input
+    key = tuple(
+        slice(0, i) if d != axis and isinstance(i, int) and isinstance(n, int) and i < n else slice(None)
+        for d, (i, n) in enumerate(zip(index.shape, input.shape))
+    )
+    return input if all(k == slice(None) for k in key) else input[key]
 
 
 def _is_empty(x: Tensor) -> bool:

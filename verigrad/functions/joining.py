@@ -14,7 +14,7 @@ from ..ops.creation import tensor, zeros
 from ..ops.index import take as _take_along
 from ..ops.movement import concat
 from ..ops.shaping import flip, getitem, transpose
-from ..shapes import normalize_axis
+from ..shapes import normalize_axis, plain_int
 from ..tensor import Tensor, describe
 from .rearrange import concrete_size, meshgrid, movedim, repeat
 from .statistics import pick
@@ -90,6 +90,7 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Ten
     size = concrete_size(x, axis, "tensor_split")
     if isinstance(indices_or_sections, Tensor):
         indices_or_sections = indices_or_sections.tolist()
+    indices_or_sections = plain_int(indices_or_sections)
     lead = (slice(None),) * axis
     if isinstance(indices_or_sections, int):
         n = indices_or_sections

@@ -21,7 +21,7 @@ from ..ops.index import argsort, gather
 from ..ops.reduce import argmax, max_of_all, min_of_all, sum
 from ..ops.scan import running_extreme_index
 from ..ops.shaping import getitem, squeeze, unsqueeze
-from ..shapes import normalize_axis
+from ..shapes import normalize_axis, plain_int
 from ..tensor import Tensor, describe
 from .pointwise import isfinite, isnan, values_of
 from .rearrange import concrete_size
@@ -130,6 +130,7 @@ def topk(
 def _top(x: Tensor, axis: int, k: int, largest: bool) -> SortResult:
     axis = normalize_axis(axis, x.ndim)
     size = concrete_size(x, axis, "topk")
+    k = plain_int(k)
     if not isinstance(k, int) or not 0 <= k <= size:
         raise ValueError(f"topk needs 0 <= k <= {size}, got {k}")
     order = argsort(x, axis=axis, descending=largest)
@@ -197,6 +198,7 @@ def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> SortRes
 def _kth(x: Tensor, dim: int, k: int, keepdim: bool) -> SortResult:
     axis = normalize_axis(dim, x.ndim)
     size = concrete_size(x, axis, "kthvalue")
+    k = plain_int(k)
     if not isinstance(k, int) or not 1 <= k <= size:
         raise ValueError(f"kthvalue needs 1 <= k <= {size}, got {k}")
     shape = tuple(1 if a == axis else s for a, s in enumerate(x.shape))

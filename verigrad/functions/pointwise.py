@@ -16,6 +16,7 @@ from ..ops import binary, cast, from_numpy
 from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
 from ..ops.data_in import check_number
+from ..ops.fused import OPMATH, fma
 from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
 
@@ -221,14 +222,19 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
     """x + value * tensor1 * tensor2 in the operands' promoted dtype, value truncated for an integer one
-    (bool operands alone refused, as PyTorch's)."""
+    (bool operands alone refused, as PyTorch's). Floats as PyTorch's kernel: (value * tensor1) * tensor2 + x
+    with a fused multiply-add, f16 computed in f32 and rounded once."""
     if all(isinstance(t, Tensor) and t.dtype is bool_ for t in (x, tensor1, tensor2)):
         raise DTypeError("addcmul of bool tensors is not supported (as PyTorch); cast them to a number dtype")
     dtype = promote(*(t.dtype for t in (x, tensor1, tensor2) if isinstance(t, Tensor)))
-    # as PyTorch's kernel: the operands in the result's dtype first, then x + value * tensor1 * tensor2
-    # from the left (an integer product past 2^63 with a float x is not wrapped first)
-    t1, t2 = (t.cast(dtype) if isinstance(t, Tensor) else t for t in (tensor1, tensor2))
-    return x + t1 * in_dtype(value, dtype) * t2
+    if not dtype.is_float:
+        # the operands in the result's dtype first, then x + value * tensor1 * tensor2 from the left
+        t1, t2 = (t.cast(dtype) if isinstance(t, Tensor) else t for t in (tensor1, tensor2))
+        return x + t1 * in_dtype(value, dtype) * t2
+    compute = OPMATH.get(dtype, dtype)
+    x, t1, t2 = (t.cast(compute) if isinstance(t, Tensor) else t for t in (x, tensor1, tensor2))
+    out = fma(t1 * in_dtype(value, dtype), t2, x)
+    return out if compute is dtype else out.cast(dtype)
 
 
 def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
@@ -242,10 +248,15 @@ def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
 
 
 def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
-    """x + value * tensor1 / tensor2."""
+    """x + value * tensor1 / tensor2, as PyTorch's kernel orders it: (value * tensor1) / tensor2 + x, f16
+    computed in f32 and rounded once."""
     _no_integer_division(tensor1, tensor2)
-    check_number(value, binary.result_type(x, tensor1, tensor2), "addcdiv")
-    return x + tensor1 / tensor2 * value
+    dtype = binary.result_type(x, tensor1, tensor2)
+    check_number(value, dtype, "addcdiv")
+    compute = OPMATH.get(dtype, dtype)  # the operands in it first, as PyTorch's common dtype
+    x, tensor1, tensor2 = (t.cast(compute) if isinstance(t, Tensor) else t for t in (x, tensor1, tensor2))
+    out = x + tensor1 * value / tensor2
+    return out if compute is dtype else out.cast(dtype)
 
 
 def frac(x: Tensor) -> Tensor:
@@ -278,14 +289,16 @@ def log10(x: Tensor) -> Tensor:
 
 def round(x: Tensor, *, decimals: int = 0) -> Tensor:
     """x rounded half to even to `decimals` places, as PyTorch's: round(x * 10^d) / 10^d for d > 0,
-    round(x / 10^-d) * 10^-d for d < 0."""
-    if not isinstance(decimals, int) or isinstance(decimals, bool):
+    round(x / 10^-d) * 10^-d for d < 0 (f16 computed in f32 and rounded once)."""
+    if not isinstance(decimals, int | np.integer) or isinstance(decimals, bool):
         raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    decimals = int(decimals)
     if decimals == 0:
         return _round_half_even(x)
     if not x.dtype.is_float:
         raise DTypeError(f"round with decimals takes a float tensor, got {x.dtype.name} (as PyTorch)")
+    dtype = x.dtype
+    x = x.cast(OPMATH.get(dtype, dtype))
     scale = 10.0 ** abs(decimals)
-    if decimals > 0:
-        return _round_half_even(x * scale) / scale
-    return _round_half_even(x / scale) * scale
+    out = _round_half_even(x * scale) / scale if decimals > 0 else _round_half_even(x / scale) * scale
+    return out.cast(dtype)

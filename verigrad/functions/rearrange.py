@@ -17,7 +17,7 @@ from ..ops.creation import arange, from_numpy, full
 from ..ops.index import take
 from ..ops.movement import concat, permute
 from ..ops.shaping import flip, getitem, unsqueeze
-from ..shapes import broadcast, normalize_axis, shape_text
+from ..shapes import broadcast, normalize_axis, plain_int, shape_text
 from ..tensor import Tensor, describe
 from .statistics import pick
 
@@ -35,6 +35,7 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0,
     the given sizes, which must add up to the axis' size."""
     axis = normalize_axis(pick(axis, dim), x.ndim)
     size = concrete_size(x, axis, "split")
+    split_size_or_sections = plain_int(split_size_or_sections)
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0:
@@ -57,6 +58,7 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0,
 def chunk(x: Tensor, chunks: int, axis: int = 0, *, dim: int | None = None):
     """`chunks` views along `axis` (fewer when the size does not allow so many), each of
     ceil(size / chunks) elements but the last, as PyTorch's chunk."""
+    chunks = plain_int(chunks)
     if not isinstance(chunks, int) or chunks <= 0:
         raise ValueError(f"chunk needs a positive number of chunks, got {chunks}")
     axis = normalize_axis(pick(axis, dim), x.ndim)
@@ -107,6 +109,7 @@ def _repeated(x: Tensor, repeats: Any, axis: int | None) -> Tensor:
         return _repeat_each(x, repeats, axis)
     if isinstance(repeats, Tensor):
         repeats = int(repeats.item())
+    repeats = plain_int(repeats)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ValueError(f"repeat_interleave takes a whole number of repeats >= 0, got {repeats!r}")
     if axis is None:
@@ -189,6 +192,7 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
     """x with its dimensions `source` moved to the places `destination`, the others in their order."""
+    source, destination = plain_int(source), plain_int(destination)
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import bool_, f32, i64, u8
+from ..dtypes import bool_, f32, f64, i64, u8
 from ..errors import DTypeError, ShapeError
 from ..ops._op import no_bf16, unbroadcast
 from ..ops.binary import eq, maximum, ne, sub, where
@@ -58,7 +58,15 @@ def var(
     unbiased: bool | None = None,
 ) -> Tensor:
     """The variance over `axis` (all when None): the mean squared deviation, summed and divided by
-    (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one."""
+    (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one.
+    f16 and f32 are computed in f64 and rounded once, as PyTorch's CPU kernel accumulates them."""
+    return _in_f64(x, axis, correction, keepdim, dim, unbiased).cast(x.dtype)
+
+
+def _in_f64(
+    x: Tensor, axis: Axis, correction: Any, keepdim: bool, dim: Axis, unbiased: bool | None
+) -> Tensor:
+    """var's value in f64 (of an f64 tensor, in its own dtype)."""
     if not x.dtype.is_float or x.dtype.name == "bf16":
         raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
     if correction is None:  # PyTorch's default, spelled out
@@ -70,15 +78,24 @@ def var(
     if unbiased is not None or isinstance(correction, bool):  # x.var(dim, True): PyTorch's unbiased
         correction = 1 if (correction if unbiased is None else unbiased) else 0
     axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
+    x = x.cast(f64)
     deviation = x - x.mean(axis=axes, keepdim=True)
     # PyTorch's: no fewer than 0 degrees of freedom (a positive sum over 0 is inf, 0 over 0 NaN)
     freedom = maximum(numel_of(x, axis=axes) - correction, 0)
     return sum(deviation * deviation, axis=axes, keepdim=keepdim) / freedom
 
 
-def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """The square root of `var` (same arguments)."""
-    return var(x, *args, **kwargs).sqrt()
+def std(
+    x: Tensor,
+    axis: Axis = None,
+    correction: int | float | None = 1,
+    keepdim: bool = False,
+    *,
+    dim: Axis = None,
+    unbiased: bool | None = None,
+) -> Tensor:
+    """The square root of `var` (same arguments), taken in f64 before f16 and f32 are rounded (PyTorch's)."""
+    return _in_f64(x, axis, correction, keepdim, dim, unbiased).sqrt().cast(x.dtype)
 
 
 def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:

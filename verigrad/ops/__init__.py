@@ -96,6 +96,7 @@ from .creation import (
     zeros_like,
 )
 from .ctc import ctc_nll, ctc_nll_grad
+from .fused import fma
 from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .linalg import (
     cholesky,

@@ -359,7 +359,9 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
         if isinstance(a, np.ndarray):
             dtype = from_numpy_dtype(array.dtype)
         else:  # Python and NumPy scalars and lists are weakly typed (as PyTorch's)
-            dtype = _scalar_dtype(_KIND_EXAMPLE[array.dtype.kind], joined)
+            # PyTorch reads a NumPy bool as a float number
+            kind = "f" if isinstance(a, np.bool_) else array.dtype.kind
+            dtype = _scalar_dtype(_KIND_EXAMPLE[kind], joined)
         out.append(constant(array.astype(dtype.np, copy=False), dtype))
     return tuple(out)
 

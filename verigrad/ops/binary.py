@@ -42,11 +42,11 @@ def result_type(*operands: object) -> DType:
 def _scalar_dtype(value: object) -> DType:
     if isinstance(value, list | tuple):  # a Python sequence of numbers is weak as its numbers are
         value = _KIND_EXAMPLE.get(np.asarray(value).dtype.kind, value)
-    if isinstance(value, bool | np.bool_):
+    if isinstance(value, bool):
         return bool_
     if isinstance(value, int | np.integer):
         return DEFAULT_INT
-    if isinstance(value, float | np.floating):
+    if isinstance(value, float | np.floating | np.bool_):  # PyTorch reads a NumPy bool as a float
         return DEFAULT_FLOAT
     raise TypeError(f"result_type takes tensors and Python numbers, got {type(value).__name__} {value!r}")
 
@@ -122,7 +122,7 @@ def _weak_operands(op: Elementwise, args: tuple) -> tuple[tuple, DType | None]:
             return args, None  # the common case: nothing to promote
         if all(a.ndim for a in operands) or not any(a.ndim for a in operands):
             return args, None  # no 0-d tensor beside one with dimensions: the reference converts them
-    operands = tuple(lift((a,))[0] if isinstance(a, np.ndarray) else a for a in operands)  # arrays: strong
+    operands = tuple(_operand(a) for a in operands)
     out = result_type(*operands)
     compute = DEFAULT_FLOAT if op.to_float and not out.is_float else out
     if compute is bf16:
@@ -141,6 +141,13 @@ def _weak_operands(op: Elementwise, args: tuple) -> tuple[tuple, DType | None]:
             a = cast(a, compute)  # a bool never changes the promoted dtype and stays bool for the rules
         tensors.append(a)
     return (*args[:first], *tensors), back
+
+
+def _operand(value: object) -> object:
+    """An array as a tensor (its dtype strong); a NumPy bool as the float PyTorch reads it as."""
+    if isinstance(value, np.ndarray):
+        return lift((value,))[0]
+    return float(value) if isinstance(value, np.bool_) else value
 
 
 def _scalar(value: object, compute: DType) -> Tensor:

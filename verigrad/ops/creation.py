@@ -19,7 +19,7 @@ from ..devices import CPU, as_device
 from ..devices import device as device_type
 from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, i64
 from ..errors import DTypeError, ShapeError
-from ..shapes import DimLike, as_shape
+from ..shapes import DimLike, as_shape, plain_int
 from ..tensor import Tensor
 from ._op import Op, Sample
 from .data_in import _torch_dtype, check_number, from_numpy, tensor
@@ -139,8 +139,9 @@ full_op = Op(
 
 
 def _fill_dtype(value: Any) -> DType:
-    """PyTorch's dtype for a fill value: bool, i64 for a whole number, else the default float."""
-    if isinstance(value, bool | np.bool_):
+    """PyTorch's dtype for a fill value: bool, i64 for a whole number, else the default float (a NumPy
+    bool too, which PyTorch reads as a float)."""
+    if isinstance(value, bool):
         return bool_
     return i64 if isinstance(value, int | np.integer) else DEFAULT_FLOAT
 
@@ -407,6 +408,7 @@ def linspace(
     first half start + i * step and the second end - (steps - 1 - i) * step, in `dtype` (in f64, then
     truncated, for integers)."""
     _placed("linspace", device, out, layout)
+    steps = plain_int(steps)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
     dtype = as_dtype(dtype)
@@ -711,6 +713,7 @@ def logspace(
     (the first half start + i * step, the second end - (steps - 1 - i) * step), the powers in f64, rounded
     once to `dtype` (truncated for integers)."""
     _placed("logspace", device, out, layout)
+    steps = plain_int(steps)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
     dtype = as_dtype(dtype)

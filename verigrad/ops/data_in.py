@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import DType, as_dtype, bf16, f64, from_numpy_dtype
-from ..tensor import Tensor
+from ..tensor import Tensor, refuse_negative_strides
 from .factory_args import _grad, _placed
 from .movement import cast
 
@@ -28,6 +28,8 @@ def tensor(
     if isinstance(data, Tensor):  # a copy of the stored values, in their dtype (bf16 bits too)
         out = modes.current().constant(np.array(data._array("tensor()"), order="C"), data.dtype)
     else:
+        if isinstance(data, np.ndarray):
+            refuse_negative_strides(data)
         array = np.array(data)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
@@ -173,6 +175,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
         array = np.asarray(array)
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy takes a NumPy array, got {type(array).__name__}; use verigrad.tensor")
+    refuse_negative_strides(array)
     dtype = from_numpy_dtype(array.dtype)
     if array.dtype != dtype.np:
         array = array.astype(dtype.np)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import DType, bool_, f32, f64, i64
 from ..errors import DTypeError, ShapeError
-from ..shapes import Spec, normalize_axes
+from ..shapes import Spec, normalize_axes, plain_int
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import where
@@ -36,7 +36,7 @@ def _canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
     """NumPy's `axis` (an int, a sequence of ints, or None for all axes: `()` reduces none) or PyTorch's
     `dim` (the same, but `()` or `[]` reduces all, as PyTorch's sum, mean and prod do)."""
     if dim is not None:
-        axis = None if not isinstance(dim, int) and len(dim) == 0 else dim
+        axis = None if not isinstance(dim, int | np.integer) and len(dim) == 0 else dim
     return {"axis": normalize_axes(axis, x.ndim), "keepdim": bool(keepdim)}
 
 
@@ -269,7 +269,7 @@ min_of_all = _extreme_of_all("min_of_all", min, "min", "The smallest")
 
 
 def _argmax_canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
-    axis = dim if dim is not None else axis
+    axis = plain_int(dim if dim is not None else axis)
     if axis is not None and not isinstance(axis, int):
         raise ShapeError(f"argmax takes one axis or None, got {axis}")
     if axis is not None and not x.ndim:

@@ -3,6 +3,7 @@ and in-place assignment (`assign`, `setitem`). They add no op of their own excep
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, i64, promote
 from ..errors import IndexDTypeError, ShapeError
-from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, shape_text
+from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, plain_int, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
@@ -67,7 +68,7 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
 def squeeze(x: Tensor, axis: int | Sequence[int] | None = None, *, dim: Any = None) -> Tensor:
     """x without its axes of size 1: all of them, or those among `axis` (PyTorch's `dim`: an int or a
     sequence of them; a 0-d tensor takes 0 and -1 and stays as it is)."""
-    axis = dim if dim is not None else axis
+    axis = plain_int(dim if dim is not None else axis)
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
     axes = [_axis(x, a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis)]
@@ -127,10 +128,28 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     """x[key] by PyTorch's rules: ints, slices, None and ... select a view; integer tensors or lists and
     bool masks (their positions, eagerly) index by broadcasting together, the result taking their
     shape where they stand together or in front where slices or None part them."""
+    key = legacy_tuple(key)
     out, view = _select(x, key)
     if view and out is not x:
         modes.current().made_view(out, x, key)
     return out
+
+
+def legacy_tuple(key: Any) -> Any:
+    """PyTorch's (and old NumPy's) reading of a list key: x[[[0, 1], [1, 0]]] is x[[0, 1], [1, 0]] when the
+    list (of fewer than 32 items) holds a sequence, a tensor, a slice, ... or None, with PyTorch's warning."""
+    if type(key) is not list or len(key) >= 32:
+        return key
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, Tensor | list | tuple | np.ndarray | slice):
+            warnings.warn(
+                "Using a non-tuple sequence for multidimensional indexing is deprecated; use x[tuple(seq)] "
+                "instead of x[seq] (read as a tuple, as PyTorch 2.13 reads it)",
+                UserWarning,
+                stacklevel=3,
+            )
+            return tuple(key)
+    return key
 
 
 def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
