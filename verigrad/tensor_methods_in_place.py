@@ -40,7 +40,11 @@ def refuse_partial_overlap(self: Tensor, operands: tuple, what: str) -> None:
     (x[:3, :3].add_(x[:3, :3].t())); verigrad refuses that too where the two share an element (a deliberate
     difference: an error, not another answer), and takes interleaved ones that share none
     (x[:, 0].add_(x[:, 1]))."""
-    mine = self.payload
+    refuse_overlapping_arrays(self.payload, operands, what)
+
+
+def refuse_overlapping_arrays(mine: Any, operands: tuple, what: str) -> None:
+    """`refuse_partial_overlap` for the array written (`mine`: a tensor's payload or a view of it)."""
     for o in operands:
         theirs = getattr(o, "payload", None) if isinstance(o, Tensor) else None
         if not isinstance(theirs, np.ndarray) or not isinstance(mine, np.ndarray) or theirs is mine:

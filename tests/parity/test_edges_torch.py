@@ -333,3 +333,36 @@ def test_a_transposed_self_add_is_refused_not_answered() -> None:
     writes; verigrad refuses it (the README's table)."""
     with pytest.raises(RuntimeError, match="single memory location"):
         _in_place(lambda lib, x: x[0, :3, :3].add_(x[0, :3, :3].t()))(verigrad)
+
+
+def _shift_right(x):
+    x[1:] = x[:-1]
+
+
+def _shift_left(x):
+    x[0:5] = x[1:]
+
+
+def _same_elements(x):
+    x[1:3] = x[1:3]
+
+
+def _apart(x):
+    x[0:2] = x[3:5]
+
+
+@pytest.mark.parametrize(("write", "refused"), [(_shift_right, True), (_shift_left, True),
+                                                (_same_elements, False), (_apart, False)])  # fmt: skip
+def test_setitem_from_a_partly_overlapping_view_as_torch(write, refused) -> None:
+    """x[1:] = x[:-1]: PyTorch refuses (its answer would follow its order of writes); verigrad gave the
+    copy's answer silently. The same elements, or none shared, are written as PyTorch writes them."""
+    theirs, ours = torch.arange(6.0), verigrad.arange(6.0)
+    if refused:
+        with pytest.raises(RuntimeError, match="single memory location"):
+            write(theirs)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            write(ours)
+    else:
+        write(theirs)
+        write(ours)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

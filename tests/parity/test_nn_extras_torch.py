@@ -323,3 +323,15 @@ def test_eye_and_constant_() -> None:
         nn.init.constant_(verigrad.empty(2), val=0.5).numpy(),
         torch.nn.init.constant_(torch.empty(2), val=0.5).numpy(),
     )
+
+
+def test_one_hot_num_classes_as_torch_reads_it() -> None:
+    """A NumPy integer is read through __index__ (it failed in the C call); a float is a TypeError."""
+    ours, theirs = _both(np.array([0, 2, 1]))
+    np.testing.assert_array_equal(
+        F.one_hot(ours, np.int64(3)).numpy(), TF.one_hot(theirs, np.int64(3)).numpy()
+    )
+    with pytest.raises(TypeError):
+        TF.one_hot(theirs, 3.0)
+    with pytest.raises(TypeError, match="num_classes must be an int"):
+        F.one_hot(ours, 3.0)

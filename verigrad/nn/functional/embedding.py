@@ -11,6 +11,7 @@ from ...errors import ShapeError
 from ...functions.pointwise import values_of
 from ...ops._op import floating_only
 from ...ops.checks import checked
+from ...shapes import plain_int
 from ...tensor import Tensor, describe
 
 
@@ -179,6 +180,9 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
         raise TypeError(
             f"one_hot takes integer classes of dtype i64 (PyTorch's LongTensor), got {describe(input)}"
         )
+    num_classes = plain_int(num_classes)  # a NumPy integer, read through __index__ as PyTorch's
+    if not isinstance(num_classes, int):
+        raise TypeError(f"one_hot: num_classes must be an int, got {type(num_classes).__name__}")
     values = input.payload if isinstance(input.payload, np.ndarray) else None
     if num_classes == -1:
         if values is None:
