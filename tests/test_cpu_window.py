@@ -94,7 +94,8 @@ def _op_params(name: str, shape: tuple, params: dict) -> dict:
 def _native(name: str, dtype: str, arrays: list[np.ndarray], params: dict) -> np.ndarray:
     """The registered cpu kernel itself (not a fallback), on the op's canonical params."""
     op = REGISTRY[name]
-    tensors = [verigrad.from_numpy(a) for a in arrays]
+    # only the operands' specs are read here (from_numpy refuses a negative stride, as PyTorch's)
+    tensors = [verigrad.from_numpy(np.ascontiguousarray(a)) for a in arrays]
     canon = op.canonical_params(*(t.spec for t in tensors), **params)
     kernel = cpu.cpu.native(op, getattr(verigrad, dtype))
     assert kernel is not None, f"no cpu kernel for {name} {dtype}"
