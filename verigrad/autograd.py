@@ -8,7 +8,7 @@ recorded and can be differentiated again.
 from __future__ import annotations
 
 import contextlib
-import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,127 +16,17 @@ import numpy as np
 
 from . import modes, versions
 from .autograd_graph import Node
+from .grad_mode import _grad_mode as _grad_mode
+from .grad_mode import enable_grad as enable_grad
+from .grad_mode import inference_mode as inference_mode
+from .grad_mode import is_grad_enabled as is_grad_enabled
+from .grad_mode import is_inference_mode_enabled as is_inference_mode_enabled
+from .grad_mode import no_grad as no_grad
+from .grad_mode import set_grad_enabled as set_grad_enabled
 from .ops import tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
 from .tensor import LEGACY_NAMES, Tensor
-
-
-def is_grad_enabled() -> bool:
-    """Whether operations are recorded for backward now (False inside no_grad)."""
-    return modes.LOCAL.grad[-1]
-
-
-class _grad_mode(contextlib.ContextDecorator):
-    """Grad mode `enabled` inside the block, or the decorated function (a class, not a generator: every
-    backward enters one)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(self.enabled)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Ops inside record no gradient history (as a context manager or a decorator, `@no_grad()` or
-    `@no_grad` as PyTorch's)."""
-
-    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
-        self = super().__new__(cls)
-        return self if fn is None else _decorate(self, fn, "no_grad takes a function to decorate, or nothing")
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(False)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-
-def enable_grad(fn: Callable[..., Any] | None = None) -> Any:
-    """Grad mode on inside the block (as a context manager or a decorator, with or without the call)."""
-    if fn is None:
-        return _grad_mode(True)
-    return _decorate(_grad_mode(True), fn, "enable_grad takes a function to decorate, or nothing")
-
-
-def inference_mode(mode: bool | Callable[..., Any] = True) -> Any:
-    """PyTorch's inference_mode: grad mode off inside (as no_grad; verigrad makes no inference tensors);
-    `inference_mode(False)` turns grad mode on, as PyTorch's guard does, even inside no_grad;
-    `@inference_mode` decorates too."""
-    if isinstance(mode, bool):
-        return _inference_mode(mode)
-    return _decorate(
-        _inference_mode(True), mode, "inference_mode takes a bool (mode) or a function to decorate"
-    )
-
-
-_INFERENCE = threading.local()  # each thread's stack of inference_mode blocks: their `mode`s
-
-
-def is_inference_mode_enabled() -> bool:
-    """Whether the innermost inference_mode block around this code (in this thread) is enabled."""
-    stack = getattr(_INFERENCE, "stack", None)
-    return bool(stack) and stack[-1]
-
-
-class _inference_mode(contextlib.ContextDecorator):
-    """A block (or decorated function) with grad mode `not mode` and inference mode `mode`."""
-
-    def __init__(self, mode: bool) -> None:
-        self.mode = mode
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(not self.mode)
-        _INFERENCE.__dict__.setdefault("stack", []).append(self.mode)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-        _INFERENCE.stack.pop()
-
-
-def _decorate(mode: contextlib.ContextDecorator, fn: Any, takes: str) -> Callable[..., Any]:
-    """`fn` run inside `mode` (a grad mode used as a decorator without its call: `@no_grad`); TypeError
-    saying what the grad mode `takes` where fn is not a function."""
-    if not callable(fn):
-        raise TypeError(f"{takes}, got {type(fn).__name__} {fn!r}")
-    return mode(fn)
-
-
-class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn gradient recording on or off in this thread: as a call, from here on; as a context manager or
-    a decorator, for its block, then back to what it was (decorating changes nothing, as PyTorch's).
-
-    Grad mode is each thread's own (`modes.LOCAL`): a block pushes onto this thread's grad stack and
-    pops, so one instance may decorate a function that several threads run at once."""
-
-    def __init__(self, mode: bool) -> None:
-        self.mode = bool(mode)
-        grad = modes.LOCAL.grad
-        self._call: tuple[int, bool] | None = (threading.get_ident(), grad[-1])  # the call's, to undo
-        grad[-1] = self.mode
-
-    def _undo_call(self) -> None:
-        """Put back what the call (`__init__`) changed where this thread made it: `with
-        set_grad_enabled(m):` and `@set_grad_enabled(m)` act for their block alone."""
-        call = self._call
-        if call is not None and call[0] == threading.get_ident():
-            self._call = None
-            modes.LOCAL.grad[-1] = call[1]
-
-    def __enter__(self) -> None:
-        self._undo_call()
-        modes.LOCAL.grad.append(self.mode)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        self._undo_call()
-        return super().__call__(fn)
 
 
 def records_history(op: Any, args: Sequence[Tensor], out: Any) -> bool:
@@ -499,6 +389,11 @@ class detect_anomaly(contextlib.ContextDecorator):
 
     def __init__(self, check_nan: bool = True) -> None:
         self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
+            "enabled for debugging.",
+            stacklevel=2,
+        )
 
     def __enter__(self) -> None:
         self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
@@ -514,6 +409,8 @@ def _check_nan(node: Node, grads: Any) -> None:
         g = getattr(gi, "g", gi)  # a _Piece holds its gradient
         concrete = isinstance(g, Tensor) and isinstance(g.payload, np.ndarray) and g.dtype.is_float
         if concrete and np.isnan(g.numpy()).any():
+            # PyTorch's warning first (it adds the forward call's traceback, which verigrad does not keep)
+            warnings.warn(f"Error detected in {node.op.name}Backward.", UserWarning, stacklevel=2)
             raise RuntimeError(f"Function '{node.op.name}Backward' returned nan values in its {i}th output.")
 
 
@@ -622,7 +519,8 @@ def register_post_accumulate_grad_hook(t: Tensor, hook: Callable[[Tensor], None]
         raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
 
     def after(tensor: Tensor) -> None:
-        hook(tensor)
+        if hook(tensor) is not None:
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
     after.post_accumulate = True  # type: ignore[attr-defined]
     if t._hooks is None:
@@ -735,6 +633,13 @@ def grad(
     if is_grads_batched:
         raise NotImplementedError(
             "autograd.grad: is_grads_batched=True (vmap over grad_outputs) is not supported"
+        )
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+            "gradient for other parts of the graph, please use torch.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
         )
     if materialize_grads and allow_unused is False:
         raise ValueError(
