@@ -473,6 +473,22 @@ def function_mark_dirty(lib):
 
 
 @case
+def function_dirty_input_not_returned(lib):
+    class Double(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    Double.apply(x(lib) * 1)
+
+
+@case
 def function_gradchecks(lib):
     class Sin(lib.autograd.Function):
         @staticmethod
