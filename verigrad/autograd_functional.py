@@ -139,8 +139,19 @@ def vmap(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 # torch.autograd.functional: jacobian, hessian, vjp, jvp, vhp and hvp, written with grad -----------------
-def _as_tuple(value: Any) -> tuple[tuple, bool]:
-    return (value, True) if isinstance(value, tuple) else ((value,), False)
+def _as_tuple(value: Any, what: str, fn: str) -> tuple[tuple, bool]:
+    """`value` as a tuple of tensors and whether it was one; PyTorch's TypeError for anything else (a
+    list, a number)."""
+    is_tuple = isinstance(value, tuple)
+    values = value if is_tuple else (value,)
+    for i, v in enumerate(values):
+        if not isinstance(v, Tensor):
+            where = f"the value at index {i} has" if is_tuple else f"the given {what} has"
+            raise TypeError(
+                f"The {what} given to {fn} must be either a Tensor or a tuple of Tensors but {where} type "
+                f"{type(v)}."
+            )
+    return values, is_tuple
 
 
 def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
@@ -159,10 +170,10 @@ def _filled(gs: Any, xs: tuple[Tensor, ...], strict: bool, what: str) -> tuple[T
     return tuple(zeros_like(x) if g is None else g for x, g in zip(xs, gs))
 
 
-def _v_or_one(v: Any, of: tuple[Tensor, ...], what: str) -> tuple[Tensor, ...]:
+def _v_or_one(v: Any, of: tuple[Tensor, ...], what: str, fn: str) -> tuple[Tensor, ...]:
     """v as a tuple, or (PyTorch's rule) ones where v is None and `of` is a single one-element tensor."""
     if v is not None:
-        return _as_tuple(v)[0]
+        return _as_tuple(v, "v", fn)[0]
     if len(of) != 1 or of[0].numel() != 1:
         raise RuntimeError(
             f"The vector v can only be None if {what} is a single Tensor with a single element."
@@ -199,10 +210,10 @@ def jacobian(
             "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only implemented for "
             "`vectorize=True`."
         )
-    inputs, in_tuple = _as_tuple(inputs)
+    inputs, in_tuple = _as_tuple(inputs, "inputs", "jacobian")
     with _grad_mode(True):
         xs = _leaves_of(inputs, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "jacobian")
         blocks = [_rows(o, xs, create_graph, strict) for o in outputs]
     if not create_graph:
         blocks = [[b.detach() for b in row] for row in blocks]
@@ -215,7 +226,7 @@ def hessian(
     vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode",
 ) -> Any:  # fmt: skip
     """torch.autograd.functional.hessian of a function returning one value: the jacobian of its gradient."""
-    inputs_tuple, in_tuple = _as_tuple(inputs)
+    inputs_tuple, in_tuple = _as_tuple(inputs, "inputs", "hessian")
 
     def gradient(*xs: Tensor) -> Any:
         out = func(*xs)
@@ -233,11 +244,11 @@ def vjp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.vjp: (func(inputs), v^T d func / d inputs)."""
-    inputs, in_tuple = _as_tuple(inputs)
+    inputs, in_tuple = _as_tuple(inputs, "inputs", "vjp")
     with _grad_mode(True):
         xs = _leaves_of(inputs, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
-        seeds = _v_or_one(v, outputs, "the user-provided function returns")
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "vjp")
+        seeds = _v_or_one(v, outputs, "the user-provided function returns", "vjp")
         gs = grad(outputs, xs, grad_outputs=seeds, create_graph=create_graph, allow_unused=True)
     gs = _filled(gs, xs, strict, "The output of the user-provided function")
     gs = tuple(g if create_graph else g.detach() for g in gs)
@@ -249,11 +260,11 @@ def jvp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.jvp: (func(inputs), d func / d inputs . v), from the jacobian."""
-    inputs_tuple, _in_tuple = _as_tuple(inputs)
-    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is")
+    inputs_tuple, _in_tuple = _as_tuple(inputs, "inputs", "jvp")
+    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is", "jvp")
     with _grad_mode(True):
         xs = _leaves_of(inputs_tuple, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
         products = []
         for o in outputs:
             total = None
@@ -282,8 +293,8 @@ def hvp(
 def _hessian_product(
     func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, strict: bool, what: str
 ) -> Any:
-    inputs_tuple, in_tuple = _as_tuple(inputs)
-    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is")
+    inputs_tuple, in_tuple = _as_tuple(inputs, "inputs", what)
+    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is", what)
     with _grad_mode(True):
         xs = _leaves_of(inputs_tuple, create_graph)
         out = func(*xs)

@@ -521,6 +521,26 @@ def jacobian_of_tuples(lib):
 
 
 @case
+def jacobian_of_list_inputs(lib):
+    return _f(lib).jacobian(lambda a, b: a * b, [x(lib, False), x(lib, False)])
+
+
+@case
+def jacobian_of_a_number_input(lib):
+    return _f(lib).jacobian(lambda a, k: a * k, (x(lib, False), 2.0))
+
+
+@case
+def jacobian_of_a_function_returning_a_number(lib):
+    return _f(lib).jacobian(lambda a: 3.0, x(lib, False))
+
+
+@case
+def vjp_of_list_v(lib):
+    return _f(lib).vjp(lambda a: a.exp(), x(lib, False), [lib.ones(3)])
+
+
+@case
 def jacobian_strict_unused_input(lib):
     return _f(lib).jacobian(lambda a, b: a.exp(), (x(lib, False), x(lib, False)), strict=True)
 
