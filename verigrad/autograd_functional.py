@@ -162,6 +162,24 @@ def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
     )
 
 
+def _grads(
+    outputs: tuple[Tensor, ...],
+    xs: tuple[Tensor, ...],
+    seeds: tuple | None = None,
+    create_graph: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """autograd.grad of the outputs that have history, as PyTorch's functional API (an output made
+    without the inputs, a constant, adds nothing); all None where none has."""
+    seeds = (None,) * len(outputs) if seeds is None else seeds
+    if len(seeds) != len(outputs):
+        raise RuntimeError(f"v is a tuple of invalid length: should be {len(outputs)} but got {len(seeds)}.")
+    pairs = [(o, g) for o, g in zip(outputs, seeds) if o.requires_grad]
+    if not pairs:
+        return (None,) * len(xs)
+    outs, gs = zip(*pairs)
+    return grad(outs, xs, grad_outputs=gs, retain_graph=True, create_graph=create_graph, allow_unused=True)
+
+
 def _filled(gs: Any, xs: tuple[Tensor, ...], strict: bool, what: str) -> tuple[Tensor, ...]:
     """The gradients with zeros for the inputs they do not reach, or (strict) PyTorch's RuntimeError."""
     for j, g in enumerate(gs):
@@ -186,7 +204,7 @@ def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool, strict: bo
     flat = output.reshape(-1)
     per_input: list[list[Tensor]] = [[] for _ in xs]
     for i in range(flat.shape[0]):
-        gs = grad(flat[i], xs, retain_graph=True, create_graph=create_graph, allow_unused=True)
+        gs = _grads((flat[i],), xs, create_graph=create_graph)
         gs = _filled(gs, xs, strict, f"Output {i} of the user-provided function")
         for j, g in enumerate(gs):
             per_input[j].append(g)
@@ -205,6 +223,11 @@ def jacobian(
     (output, input) pair, nested as PyTorch's (a tensor, or tuples where func or inputs are tuples)."""
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}")
+    if strict and vectorize:
+        raise RuntimeError(
+            "torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not supported "
+            "together. Please either set `strict=False` or `vectorize=False`."
+        )
     if strategy == "forward-mode" and not vectorize:
         raise NotImplementedError(
             "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only implemented for "
@@ -249,7 +272,7 @@ def vjp(
         xs = _leaves_of(inputs, create_graph)
         outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "vjp")
         seeds = _v_or_one(v, outputs, "the user-provided function returns", "vjp")
-        gs = grad(outputs, xs, grad_outputs=seeds, create_graph=create_graph, allow_unused=True)
+        gs = _grads(outputs, xs, seeds, create_graph)
     gs = _filled(gs, xs, strict, "The output of the user-provided function")
     gs = tuple(g if create_graph else g.detach() for g in gs)
     values = tuple(o if create_graph else o.detach() for o in outputs)
@@ -300,9 +323,9 @@ def _hessian_product(
         out = func(*xs)
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError(f"The function given to {what} should return a single Tensor with one element")
-        first = grad(out, xs, create_graph=True, allow_unused=True)
+        first = _grads((out,), xs, create_graph=True)
         first = _filled(first, xs, strict, "The output of the user-provided function")
-        second = grad(first, xs, grad_outputs=vs, create_graph=create_graph, allow_unused=True)
+        second = _grads(first, xs, vs, create_graph)
     second = _filled(second, xs, strict, "The hessian of the user-provided function")
     second = tuple(g if create_graph else g.detach() for g in second)
     value = out if create_graph else out.detach()

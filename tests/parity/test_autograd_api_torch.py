@@ -541,6 +541,26 @@ def vjp_of_list_v(lib):
 
 
 @case
+def jacobian_strict_and_vectorize(lib):
+    return _f(lib).jacobian(lambda a: a * 2, x(lib, False), strict=True, vectorize=True)
+
+
+@case
+def hessian_of_a_linear_function(lib):
+    return _f(lib).hessian(lambda a: (a * 2).sum(), x(lib, False))
+
+
+@case
+def vjp_of_a_constant(lib):
+    return _f(lib).vjp(lambda a: lib.ones(3), x(lib, False), lib.ones(3))
+
+
+@case
+def vjp_of_v_of_the_wrong_length(lib):
+    return _f(lib).vjp(lambda a: (a, a * 2), x(lib, False), (lib.ones(3),))
+
+
+@case
 def jacobian_strict_unused_input(lib):
     return _f(lib).jacobian(lambda a, b: a.exp(), (x(lib, False), x(lib, False)), strict=True)
 
