@@ -295,6 +295,7 @@ def _propagate(
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
     anomaly = _ANOMALY["enabled"] and _ANOMALY["check_nan"]
+    claimed = _claimed(seeds) if wanted is None else set()
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
@@ -310,7 +311,7 @@ def _propagate(
             node = t._node
             if node is None:
                 if wanted is None:
-                    _accumulate(t, g)
+                    _accumulate(t, g, claimed)
                     if t._hooks:
                         _after_accumulation(t)
                 continue
@@ -563,14 +564,34 @@ def _hooked(t: Tensor, g: Tensor) -> Tensor:
     return g
 
 
-def _accumulate(leaf: Tensor, g: Tensor) -> None:
+def _memory(data: np.ndarray) -> int:
+    """Which memory an array reads: the id of the array at the end of its chain of bases."""
+    while isinstance(data.base, np.ndarray):
+        data = data.base
+    return id(data)
+
+
+def _claimed(seeds: Sequence[Tensor]) -> set[int]:
+    """The memory of a pass's seeds (the caller's own tensors, `backward(gradient)`): a `.grad` must not
+    read it, nor another's `.grad` (see _accumulate)."""
+    return {_memory(s.payload) for s in seeds if type(s.payload) is np.ndarray}
+
+
+def _accumulate(leaf: Tensor, g: Tensor, claimed: set[int] | None = None) -> None:
     if leaf.grad is None:
         # a broadcast gradient (a sum's, a mean's) is copied, as PyTorch's AccumulateGrad copies an
         # expanded one: `.grad` is memory that can be written in place (zero_(), an optimizer's update)
-        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time)
+        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time);
+        # so is one whose memory a seed or another leaf's `.grad` of this pass holds (an add passes its
+        # gradient on to both inputs): PyTorch's leaves never share a `.grad`, which is written in place
         data = g.payload
-        if type(data) is np.ndarray and not data.flags.writeable:
-            g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
+        if type(data) is np.ndarray:
+            memory = _memory(data)
+            if not data.flags.writeable or (claimed is not None and memory in claimed):
+                g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
+                memory = id(g.payload)
+            if claimed is not None:
+                claimed.add(memory)
         leaf.grad = g
         return
     if type(leaf.grad.payload) is not type(g.payload):
@@ -606,10 +627,11 @@ def backward(
                 raise RuntimeError(f"backward(): input {i} of inputs does not require grad")
     seeds = _seeds(roots, grad_tensors, "backward()")
     found = _propagate(roots, seeds, create_graph, retain, targets)
+    claimed = _claimed(seeds)
     for t in targets or ():
         g = found.get(id(t))
         if g is not None:
-            _accumulate(t, g)
+            _accumulate(t, g, claimed)
             if t._hooks:
                 _after_accumulation(t)
 

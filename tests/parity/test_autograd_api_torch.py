@@ -171,6 +171,32 @@ def backward_accumulates(lib):
 
 
 @case
+def grads_share_no_memory_with_the_seed_or_each_other(lib):
+    a, b = x(lib), x(lib)
+    seed = lib.ones(3)
+    (a + b).backward(seed)
+    a.grad.mul_(2)  # as clip_grad_norm_ scales each .grad in place
+    return a.grad, b.grad, seed
+
+
+@case
+def scalar_grads_share_no_memory(lib):
+    a, b = lib.tensor(1.0, requires_grad=True), lib.tensor(3.0, requires_grad=True)
+    (a + b).backward()
+    a.grad.mul_(2)
+    return a.grad, b.grad
+
+
+@case
+def backward_inputs_grads_share_no_memory(lib):
+    a, b = x(lib), x(lib)
+    seed = lib.ones(3)
+    (a.view(3) + b).backward(seed, inputs=[a, b])
+    b.grad.zero_()
+    return a.grad, b.grad, seed
+
+
+@case
 def backward_inputs(lib):
     a, b = x(lib), x(lib)
     (a * b).sum().backward(inputs=[a])
