@@ -601,7 +601,32 @@ def _accumulate(leaf: Tensor, g: Tensor, claimed: set[int] | None = None) -> Non
             f"a leaf {leaf.spec!r} already holds a gradient from outside the traced function; "
             "clear it first (optimizer.zero_grad(), or .grad = None) inside the function or before it"
         )
-    leaf.grad = leaf.grad + g
+    held = leaf.grad
+    if _in_place(leaf, held, g):
+        # PyTorch's AccumulateGrad: `.grad += g`, the same tensor (one holding it sees the sum); NumPy's
+        # add, one exact rounding as the kernel's, without noting a write: a noted write makes every later
+        # backward pass check every node (an op that saved this `.grad` is not told, where PyTorch raises)
+        np.add(held.payload, g.payload, out=held.payload)
+    else:
+        leaf.grad = held + g
+
+
+def _in_place(leaf: Tensor, held: Tensor, g: Tensor) -> bool:
+    """Whether a leaf's gradient is added into its `.grad` in place: eager f32 / f64 arrays of one spec,
+    neither with history (create_graph gives a new `.grad` with its own), and not retain_grad's non-leaf
+    (whose `.grad` PyTorch replaces)."""
+    return (
+        leaf._node is None
+        and not (held.requires_grad or g.requires_grad)
+        and type(held.payload) is np.ndarray
+        and type(g.payload) is np.ndarray
+        and held.spec == g.spec
+        and held.payload.dtype in _SUMMED_IN_PLACE
+        and held.payload.flags.writeable
+    )
+
+
+_SUMMED_IN_PLACE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def backward(

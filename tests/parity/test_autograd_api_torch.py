@@ -197,6 +197,24 @@ def backward_inputs_grads_share_no_memory(lib):
 
 
 @case
+def backward_accumulates_into_the_same_grad(lib):
+    a = x(lib)
+    (a * a).sum().backward()
+    held = a.grad
+    (a * 3).sum().backward()
+    return held is a.grad, held
+
+
+@case
+def backward_accumulates_into_an_assigned_grad(lib):
+    a, b = x(lib), x(lib)
+    a.grad = lib.ones(3)
+    b.grad = held = lib.zeros(3)  # zero_grad(set_to_none=False) keeps such a tensor
+    (a * b * 3).sum().backward()
+    return a.grad, held is b.grad, held
+
+
+@case
 def backward_inputs(lib):
     a, b = x(lib), x(lib)
     (a * b).sum().backward(inputs=[a])
