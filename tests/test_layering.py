@@ -30,6 +30,7 @@ LAYERS = [
     "functions",
     "backends",
     "autograd_graph",
+    "grad_mode",
     "autograd",
     "autograd_functional",
     "gradcheck",

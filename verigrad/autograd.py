@@ -8,7 +8,7 @@ recorded and can be differentiated again.
 from __future__ import annotations
 
 import contextlib
-import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,127 +16,17 @@ import numpy as np
 
 from . import modes, versions
 from .autograd_graph import Node
+from .grad_mode import _grad_mode as _grad_mode
+from .grad_mode import enable_grad as enable_grad
+from .grad_mode import inference_mode as inference_mode
+from .grad_mode import is_grad_enabled as is_grad_enabled
+from .grad_mode import is_inference_mode_enabled as is_inference_mode_enabled
+from .grad_mode import no_grad as no_grad
+from .grad_mode import set_grad_enabled as set_grad_enabled
 from .ops import tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
 from .tensor import LEGACY_NAMES, Tensor
-
-
-def is_grad_enabled() -> bool:
-    """Whether operations are recorded for backward now (False inside no_grad)."""
-    return modes.LOCAL.grad[-1]
-
-
-class _grad_mode(contextlib.ContextDecorator):
-    """Grad mode `enabled` inside the block, or the decorated function (a class, not a generator: every
-    backward enters one)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(self.enabled)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-
-class no_grad(contextlib.ContextDecorator):
-    """Ops inside record no gradient history (as a context manager or a decorator, `@no_grad()` or
-    `@no_grad` as PyTorch's)."""
-
-    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
-        self = super().__new__(cls)
-        return self if fn is None else _decorate(self, fn, "no_grad takes a function to decorate, or nothing")
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(False)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-
-def enable_grad(fn: Callable[..., Any] | None = None) -> Any:
-    """Grad mode on inside the block (as a context manager or a decorator, with or without the call)."""
-    if fn is None:
-        return _grad_mode(True)
-    return _decorate(_grad_mode(True), fn, "enable_grad takes a function to decorate, or nothing")
-
-
-def inference_mode(mode: bool | Callable[..., Any] = True) -> Any:
-    """PyTorch's inference_mode: grad mode off inside (as no_grad; verigrad makes no inference tensors);
-    `inference_mode(False)` turns grad mode on, as PyTorch's guard does, even inside no_grad;
-    `@inference_mode` decorates too."""
-    if isinstance(mode, bool):
-        return _inference_mode(mode)
-    return _decorate(
-        _inference_mode(True), mode, "inference_mode takes a bool (mode) or a function to decorate"
-    )
-
-
-_INFERENCE = threading.local()  # each thread's stack of inference_mode blocks: their `mode`s
-
-
-def is_inference_mode_enabled() -> bool:
-    """Whether the innermost inference_mode block around this code (in this thread) is enabled."""
-    stack = getattr(_INFERENCE, "stack", None)
-    return bool(stack) and stack[-1]
-
-
-class _inference_mode(contextlib.ContextDecorator):
-    """A block (or decorated function) with grad mode `not mode` and inference mode `mode`."""
-
-    def __init__(self, mode: bool) -> None:
-        self.mode = mode
-
-    def __enter__(self) -> None:
-        modes.LOCAL.grad.append(not self.mode)
-        _INFERENCE.__dict__.setdefault("stack", []).append(self.mode)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-        _INFERENCE.stack.pop()
-
-
-def _decorate(mode: contextlib.ContextDecorator, fn: Any, takes: str) -> Callable[..., Any]:
-    """`fn` run inside `mode` (a grad mode used as a decorator without its call: `@no_grad`); TypeError
-    saying what the grad mode `takes` where fn is not a function."""
-    if not callable(fn):
-        raise TypeError(f"{takes}, got {type(fn).__name__} {fn!r}")
-    return mode(fn)
-
-
-class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn gradient recording on or off in this thread: as a call, from here on; as a context manager or
-    a decorator, for its block, then back to what it was (decorating changes nothing, as PyTorch's).
-
-    Grad mode is each thread's own (`modes.LOCAL`): a block pushes onto this thread's grad stack and
-    pops, so one instance may decorate a function that several threads run at once."""
-
-    def __init__(self, mode: bool) -> None:
-        self.mode = bool(mode)
-        grad = modes.LOCAL.grad
-        self._call: tuple[int, bool] | None = (threading.get_ident(), grad[-1])  # the call's, to undo
-        grad[-1] = self.mode
-
-    def _undo_call(self) -> None:
-        """Put back what the call (`__init__`) changed where this thread made it: `with
-        set_grad_enabled(m):` and `@set_grad_enabled(m)` act for their block alone."""
-        call = self._call
-        if call is not None and call[0] == threading.get_ident():
-            self._call = None
-            modes.LOCAL.grad[-1] = call[1]
-
-    def __enter__(self) -> None:
-        self._undo_call()
-        modes.LOCAL.grad.append(self.mode)
-
-    def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad.pop()
-
-    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        self._undo_call()
-        return super().__call__(fn)
 
 
 def records_history(op: Any, args: Sequence[Tensor], out: Any) -> bool:
@@ -405,6 +295,7 @@ def _propagate(
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
     anomaly = _ANOMALY["enabled"] and _ANOMALY["check_nan"]
+    claimed = _claimed(seeds) if wanted is None else set()
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
@@ -420,7 +311,7 @@ def _propagate(
             node = t._node
             if node is None:
                 if wanted is None:
-                    _accumulate(t, g)
+                    _accumulate(t, g, claimed)
                     if t._hooks:
                         _after_accumulation(t)
                 continue
@@ -499,6 +390,11 @@ class detect_anomaly(contextlib.ContextDecorator):
 
     def __init__(self, check_nan: bool = True) -> None:
         self.check_nan = check_nan
+        warnings.warn(
+            "Anomaly Detection has been enabled. This mode will increase the runtime and should only be "
+            "enabled for debugging.",
+            stacklevel=2,
+        )
 
     def __enter__(self) -> None:
         self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
@@ -514,6 +410,8 @@ def _check_nan(node: Node, grads: Any) -> None:
         g = getattr(gi, "g", gi)  # a _Piece holds its gradient
         concrete = isinstance(g, Tensor) and isinstance(g.payload, np.ndarray) and g.dtype.is_float
         if concrete and np.isnan(g.numpy()).any():
+            # PyTorch's warning first (it adds the forward call's traceback, which verigrad does not keep)
+            warnings.warn(f"Error detected in {node.op.name}Backward.", UserWarning, stacklevel=2)
             raise RuntimeError(f"Function '{node.op.name}Backward' returned nan values in its {i}th output.")
 
 
@@ -622,7 +520,8 @@ def register_post_accumulate_grad_hook(t: Tensor, hook: Callable[[Tensor], None]
         raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
 
     def after(tensor: Tensor) -> None:
-        hook(tensor)
+        if hook(tensor) is not None:
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
     after.post_accumulate = True  # type: ignore[attr-defined]
     if t._hooks is None:
@@ -665,14 +564,34 @@ def _hooked(t: Tensor, g: Tensor) -> Tensor:
     return g
 
 
-def _accumulate(leaf: Tensor, g: Tensor) -> None:
+def _memory(data: np.ndarray) -> int:
+    """Which memory an array reads: the id of the array at the end of its chain of bases."""
+    while isinstance(data.base, np.ndarray):
+        data = data.base
+    return id(data)
+
+
+def _claimed(seeds: Sequence[Tensor]) -> set[int]:
+    """The memory of a pass's seeds (the caller's own tensors, `backward(gradient)`): a `.grad` must not
+    read it, nor another's `.grad` (see _accumulate)."""
+    return {_memory(s.payload) for s in seeds if type(s.payload) is np.ndarray}
+
+
+def _accumulate(leaf: Tensor, g: Tensor, claimed: set[int] | None = None) -> None:
     if leaf.grad is None:
         # a broadcast gradient (a sum's, a mean's) is copied, as PyTorch's AccumulateGrad copies an
         # expanded one: `.grad` is memory that can be written in place (zero_(), an optimizer's update)
-        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time)
+        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time);
+        # so is one whose memory a seed or another leaf's `.grad` of this pass holds (an add passes its
+        # gradient on to both inputs): PyTorch's leaves never share a `.grad`, which is written in place
         data = g.payload
-        if type(data) is np.ndarray and not data.flags.writeable:
-            g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
+        if type(data) is np.ndarray:
+            memory = _memory(data)
+            if not data.flags.writeable or (claimed is not None and memory in claimed):
+                g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
+                memory = id(g.payload)
+            if claimed is not None:
+                claimed.add(memory)
         leaf.grad = g
         return
     if type(leaf.grad.payload) is not type(g.payload):
@@ -682,7 +601,32 @@ def _accumulate(leaf: Tensor, g: Tensor) -> None:
             f"a leaf {leaf.spec!r} already holds a gradient from outside the traced function; "
             "clear it first (optimizer.zero_grad(), or .grad = None) inside the function or before it"
         )
-    leaf.grad = leaf.grad + g
+    held = leaf.grad
+    if _in_place(leaf, held, g):
+        # PyTorch's AccumulateGrad: `.grad += g`, the same tensor (one holding it sees the sum); NumPy's
+        # add, one exact rounding as the kernel's, without noting a write: a noted write makes every later
+        # backward pass check every node (an op that saved this `.grad` is not told, where PyTorch raises)
+        np.add(held.payload, g.payload, out=held.payload)
+    else:
+        leaf.grad = held + g
+
+
+def _in_place(leaf: Tensor, held: Tensor, g: Tensor) -> bool:
+    """Whether a leaf's gradient is added into its `.grad` in place: eager f32 / f64 arrays of one spec,
+    neither with history (create_graph gives a new `.grad` with its own), and not retain_grad's non-leaf
+    (whose `.grad` PyTorch replaces)."""
+    return (
+        leaf._node is None
+        and not (held.requires_grad or g.requires_grad)
+        and type(held.payload) is np.ndarray
+        and type(g.payload) is np.ndarray
+        and held.spec == g.spec
+        and held.payload.dtype in _SUMMED_IN_PLACE
+        and held.payload.flags.writeable
+    )
+
+
+_SUMMED_IN_PLACE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def backward(
@@ -708,10 +652,11 @@ def backward(
                 raise RuntimeError(f"backward(): input {i} of inputs does not require grad")
     seeds = _seeds(roots, grad_tensors, "backward()")
     found = _propagate(roots, seeds, create_graph, retain, targets)
+    claimed = _claimed(seeds)
     for t in targets or ():
         g = found.get(id(t))
         if g is not None:
-            _accumulate(t, g)
+            _accumulate(t, g, claimed)
             if t._hooks:
                 _after_accumulation(t)
 
@@ -735,6 +680,13 @@ def grad(
     if is_grads_batched:
         raise NotImplementedError(
             "autograd.grad: is_grads_batched=True (vmap over grad_outputs) is not supported"
+        )
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+            "gradient for other parts of the graph, please use torch.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
         )
     if materialize_grads and allow_unused is False:
         raise ValueError(

@@ -139,8 +139,19 @@ def vmap(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 # torch.autograd.functional: jacobian, hessian, vjp, jvp, vhp and hvp, written with grad -----------------
-def _as_tuple(value: Any) -> tuple[tuple, bool]:
-    return (value, True) if isinstance(value, tuple) else ((value,), False)
+def _as_tuple(value: Any, what: str, fn: str) -> tuple[tuple, bool]:
+    """`value` as a tuple of tensors and whether it was one; PyTorch's TypeError for anything else (a
+    list, a number)."""
+    is_tuple = isinstance(value, tuple)
+    values = value if is_tuple else (value,)
+    for i, v in enumerate(values):
+        if not isinstance(v, Tensor):
+            where = f"the value at index {i} has" if is_tuple else f"the given {what} has"
+            raise TypeError(
+                f"The {what} given to {fn} must be either a Tensor or a tuple of Tensors but {where} type "
+                f"{type(v)}."
+            )
+    return values, is_tuple
 
 
 def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
@@ -151,14 +162,52 @@ def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
     )
 
 
-def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool) -> list[Tensor]:
+def _grads(
+    outputs: tuple[Tensor, ...],
+    xs: tuple[Tensor, ...],
+    seeds: tuple | None = None,
+    create_graph: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """autograd.grad of the outputs that have history, as PyTorch's functional API (an output made
+    without the inputs, a constant, adds nothing); all None where none has."""
+    seeds = (None,) * len(outputs) if seeds is None else seeds
+    if len(seeds) != len(outputs):
+        raise RuntimeError(f"v is a tuple of invalid length: should be {len(outputs)} but got {len(seeds)}.")
+    pairs = [(o, g) for o, g in zip(outputs, seeds) if o.requires_grad]
+    if not pairs:
+        return (None,) * len(xs)
+    outs, gs = zip(*pairs)
+    return grad(outs, xs, grad_outputs=gs, retain_graph=True, create_graph=create_graph, allow_unused=True)
+
+
+def _filled(gs: Any, xs: tuple[Tensor, ...], strict: bool, what: str) -> tuple[Tensor, ...]:
+    """The gradients with zeros for the inputs they do not reach, or (strict) PyTorch's RuntimeError."""
+    for j, g in enumerate(gs):
+        if g is None and strict:
+            raise RuntimeError(f"{what} is independent of input {j}. This is not allowed in strict mode.")
+    return tuple(zeros_like(x) if g is None else g for x, g in zip(xs, gs))
+
+
+def _v_or_one(v: Any, of: tuple[Tensor, ...], what: str, fn: str) -> tuple[Tensor, ...]:
+    """v as a tuple, or (PyTorch's rule) ones where v is None and `of` is a single one-element tensor."""
+    if v is not None:
+        return _as_tuple(v, "v", fn)[0]
+    if len(of) != 1 or of[0].numel() != 1:
+        raise RuntimeError(
+            f"The vector v can only be None if {what} is a single Tensor with a single element."
+        )
+    return (ones_like(of[0]),)
+
+
+def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool, strict: bool = False) -> list[Tensor]:
     """d output / d x for each x: [*output.shape, *x.shape], a backward pass per output element."""
     flat = output.reshape(-1)
     per_input: list[list[Tensor]] = [[] for _ in xs]
     for i in range(flat.shape[0]):
-        gs = grad(flat[i], xs, retain_graph=True, create_graph=create_graph, allow_unused=True)
-        for j, (x, g) in enumerate(zip(xs, gs)):
-            per_input[j].append(zeros_like(x) if g is None else g)
+        gs = _grads((flat[i],), xs, create_graph=create_graph)
+        gs = _filled(gs, xs, strict, f"Output {i} of the user-provided function")
+        for j, g in enumerate(gs):
+            per_input[j].append(g)
     out = []
     for x, rows in zip(xs, per_input):
         block = tensor([]).cast(x.dtype).reshape(0, *x.shape) if not rows else stack(rows)
@@ -174,11 +223,21 @@ def jacobian(
     (output, input) pair, nested as PyTorch's (a tensor, or tuples where func or inputs are tuples)."""
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError(f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}")
-    inputs, in_tuple = _as_tuple(inputs)
+    if strict and vectorize:
+        raise RuntimeError(
+            "torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not supported "
+            "together. Please either set `strict=False` or `vectorize=False`."
+        )
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError(
+            "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only implemented for "
+            "`vectorize=True`."
+        )
+    inputs, in_tuple = _as_tuple(inputs, "inputs", "jacobian")
     with _grad_mode(True):
         xs = _leaves_of(inputs, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
-        blocks = [_rows(o, xs, create_graph) for o in outputs]
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "jacobian")
+        blocks = [_rows(o, xs, create_graph, strict) for o in outputs]
     if not create_graph:
         blocks = [[b.detach() for b in row] for row in blocks]
     blocks = [row[0] for row in blocks] if not in_tuple else [tuple(row) for row in blocks]
@@ -190,28 +249,32 @@ def hessian(
     vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode",
 ) -> Any:  # fmt: skip
     """torch.autograd.functional.hessian of a function returning one value: the jacobian of its gradient."""
-    inputs_tuple, in_tuple = _as_tuple(inputs)
+    inputs_tuple, in_tuple = _as_tuple(inputs, "inputs", "hessian")
 
     def gradient(*xs: Tensor) -> Any:
         out = func(*xs)
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError("The function given to hessian should return a single Tensor with one element")
-        return jacobian(lambda *ys: func(*ys), xs if in_tuple else xs[0], create_graph=True)
+        return jacobian(lambda *ys: func(*ys), xs if in_tuple else xs[0], create_graph=True, strict=strict)
 
-    return jacobian(gradient, inputs_tuple if in_tuple else inputs_tuple[0], create_graph=create_graph)
+    return jacobian(
+        gradient, inputs_tuple if in_tuple else inputs_tuple[0], create_graph=create_graph, strict=strict,
+        vectorize=vectorize, strategy=outer_jacobian_strategy,
+    )  # fmt: skip
 
 
 def vjp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.vjp: (func(inputs), v^T d func / d inputs)."""
-    inputs, in_tuple = _as_tuple(inputs)
+    inputs, in_tuple = _as_tuple(inputs, "inputs", "vjp")
     with _grad_mode(True):
         xs = _leaves_of(inputs, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
-        seeds = _as_tuple(v)[0] if v is not None else tuple(ones_like(o) for o in outputs)
-        gs = grad(outputs, xs, grad_outputs=seeds, create_graph=create_graph, allow_unused=True)
-    gs = tuple(zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, gs))
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "vjp")
+        seeds = _v_or_one(v, outputs, "the user-provided function returns", "vjp")
+        gs = _grads(outputs, xs, seeds, create_graph)
+    gs = _filled(gs, xs, strict, "The output of the user-provided function")
+    gs = tuple(g if create_graph else g.detach() for g in gs)
     values = tuple(o if create_graph else o.detach() for o in outputs)
     return (values if out_tuple else values[0]), (gs if in_tuple else gs[0])
 
@@ -220,15 +283,15 @@ def jvp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.jvp: (func(inputs), d func / d inputs . v), from the jacobian."""
-    inputs_tuple, _in_tuple = _as_tuple(inputs)
-    vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in inputs_tuple)
+    inputs_tuple, _in_tuple = _as_tuple(inputs, "inputs", "jvp")
+    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is", "jvp")
     with _grad_mode(True):
         xs = _leaves_of(inputs_tuple, create_graph)
-        outputs, out_tuple = _as_tuple(func(*xs))
+        outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
         products = []
         for o in outputs:
             total = None
-            for block, x, d in zip(_rows(o, xs, create_graph), xs, vs):
+            for block, x, d in zip(_rows(o, xs, create_graph, strict), xs, vs):
                 part = (block.reshape(o.numel(), x.numel()) @ d.reshape(-1)).reshape(o.shape)
                 total = part if total is None else total + part
             products.append(total if create_graph else total.detach())
@@ -240,29 +303,30 @@ def vhp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.vhp: (func(inputs), v^T H)."""
-    return _hessian_product(func, inputs, v, create_graph, "vhp")
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
 
 
 def hvp(
     func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
 ) -> Any:
     """torch.autograd.functional.hvp: (func(inputs), H v) (H symmetric: vhp's numbers)."""
-    return _hessian_product(func, inputs, v, create_graph, "hvp")
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
 
 
-def _hessian_product(func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, what: str) -> Any:
-    inputs_tuple, in_tuple = _as_tuple(inputs)
+def _hessian_product(
+    func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, strict: bool, what: str
+) -> Any:
+    inputs_tuple, in_tuple = _as_tuple(inputs, "inputs", what)
+    vs = _v_or_one(v, inputs_tuple, "the input to the user-provided function is", what)
     with _grad_mode(True):
         xs = _leaves_of(inputs_tuple, create_graph)
         out = func(*xs)
         if not isinstance(out, Tensor) or out.numel() != 1:
             raise RuntimeError(f"The function given to {what} should return a single Tensor with one element")
-        first = grad(out, xs, create_graph=True, allow_unused=True)
-        first = tuple(zeros_like(x) if g is None else g for x, g in zip(xs, first))
-        vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in xs)
-        second = grad(first, xs, grad_outputs=vs, create_graph=create_graph, allow_unused=True)
-    second = tuple(
-        zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, second)
-    )
+        first = _grads((out,), xs, create_graph=True)
+        first = _filled(first, xs, strict, "The output of the user-provided function")
+        second = _grads(first, xs, vs, create_graph)
+    second = _filled(second, xs, strict, "The hessian of the user-provided function")
+    second = tuple(g if create_graph else g.detach() for g in second)
     value = out if create_graph else out.detach()
     return value, (second if in_tuple else second[0])

@@ -143,6 +143,11 @@ def _apply(cls: type, args: tuple, kwargs: dict) -> Any:
     output = run_forward(cls, ctx, args, kwargs)
     single = not isinstance(output, tuple)
     outs = (output,) if single else output
+    if not all(any(d is o for o in outs) for d in ctx.dirty_tensors):
+        raise RuntimeError(
+            "Some elements marked as dirty during the forward method were not returned as output. The "
+            "inputs that are modified inplace must all be outputs of the Function."
+        )
     if not any(needs):
         results = tuple(_fresh(o, inputs, ctx) for o in outs)
         return results[0] if single else results
