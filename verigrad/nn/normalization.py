@@ -228,7 +228,7 @@ class _InstanceNorm(Module):
         self,
         num_features: DimLike,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
         device: Any = None,
@@ -250,7 +250,8 @@ class _InstanceNorm(Module):
             x = x.unsqueeze(0)
         stats = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
         use_input_stats = self.training or not self.track_running_stats
-        y = F.instance_norm(x, *stats, self.weight, self.bias, use_input_stats, self.momentum, self.eps)
+        momentum = 0.0 if self.momentum is None else self.momentum  # PyTorch's: None keeps the stats still
+        y = F.instance_norm(x, *stats, self.weight, self.bias, use_input_stats, momentum, self.eps)
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self) -> str:
