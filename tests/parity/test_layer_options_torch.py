@@ -325,3 +325,27 @@ def test_multinomial_refuses_invalid_weights_as_torch() -> None:
         for lib in (torch, verigrad):
             with pytest.raises((RuntimeError, ValueError)):
                 lib.multinomial(lib.tensor(weights, dtype=lib.float64), 1, True)
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=lambda lib: lib.__name__)
+def test_rms_norm_default_eps_of_f16_is_f32s_as_torch(lib: Any) -> None:
+    """PyTorch computes f16 in f32, with f32's epsilon (f16's, 8192 times larger, swamped small rows)."""
+    x = lib.from_numpy(np.random.default_rng(3).standard_normal((4, 8)).astype(np.float16) * 1e-3)
+    f32_eps = float(np.finfo(np.float32).eps)
+    functional = lib.nn.functional
+    np.testing.assert_array_equal(
+        functional.rms_norm(x, (8,)).numpy(), functional.rms_norm(x, (8,), eps=f32_eps).numpy()
+    )
+
+
+def test_instance_norm_refuses_one_spatial_element_when_training_as_torch() -> None:
+    for lib in (torch, verigrad):
+        with pytest.raises(ValueError, match="more than 1 spatial element"):
+            lib.nn.InstanceNorm1d(3)(lib.ones(2, 3, 1))
+        lib.nn.InstanceNorm1d(3, track_running_stats=True).eval()(lib.ones(2, 3, 1))  # running stats: no need
+
+
+def test_instance_norm_warns_of_unused_num_features_as_torch() -> None:
+    for lib in (torch, verigrad):
+        with pytest.warns(UserWarning, match="does not match num_features"):
+            lib.nn.InstanceNorm1d(3)(lib.ones(2, 4, 5))

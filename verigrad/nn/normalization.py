@@ -4,6 +4,7 @@ statistics for eval()), LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 from ..autograd import no_grad
@@ -248,6 +249,12 @@ class _InstanceNorm(Module):
         unbatched = x.ndim == self.rank - 1
         if unbatched:
             x = x.unsqueeze(0)
+        if x.shape[1] != self.num_features and not self.affine:  # affine layers fail on their weights
+            warnings.warn(
+                f"{type(self).__name__}: input's size at dim={int(not unbatched)} does not match "
+                "num_features, which is not used because affine=False",
+                stacklevel=2,
+            )
         stats = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
         use_input_stats = self.training or not self.track_running_stats
         momentum = 0.0 if self.momentum is None else self.momentum  # PyTorch's: None keeps the stats still
