@@ -349,3 +349,25 @@ def test_instance_norm_warns_of_unused_num_features_as_torch() -> None:
     for lib in (torch, verigrad):
         with pytest.warns(UserWarning, match="does not match num_features"):
             lib.nn.InstanceNorm1d(3)(lib.ones(2, 4, 5))
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "padding", "refused"),
+    [
+        ((1, 1, 3, 5, 5), (4, 2, 2), 1, True),
+        ((2, 3, 3, 3), 4, 2, True),
+        ((1, 1, 4, 5, 5), (4, 2, 2), 1, False),
+    ],
+)
+def test_avg_pool3d_refuses_an_input_smaller_than_its_kernel_as_torch(
+    shape, kernel, padding, refused
+) -> None:
+    """Even where padding makes room: PyTorch's avg_pool3d checks the unpadded input (its 2-D does not)."""
+    x = np.random.default_rng(4).standard_normal(shape)
+    for lib in (torch, verigrad):
+        call = lambda: lib.nn.functional.avg_pool3d(lib.from_numpy(x.copy()), kernel, 1, padding)
+        if refused:
+            with pytest.raises((RuntimeError, ValueError), match="smaller than kernel size"):
+                call()
+        else:
+            call()
