@@ -297,6 +297,10 @@ LOADERS: dict[str, Callable[[Any], Any]] = {
     "weighted sampler zero weights": lambda D: list(D.WeightedRandomSampler([0.0, 0.0], 4)),
     "weighted sampler NaN weight": lambda D: list(D.WeightedRandomSampler([float("nan"), 1.0], 4)),
     "weighted sampler infinite weight": lambda D: list(D.WeightedRandomSampler([float("inf"), 1.0], 4)),
+    # NumPy arrays PyTorch cannot convert either raise (verigrad's passed through unconverted)
+    "batch_size=None datetime64": lambda D: list(
+        D.DataLoader([np.array(["2020-01-01"], "datetime64[D]")], batch_size=None)
+    ),
     "random_split fractions": lambda D: [len(s) for s in D.random_split(range(11), [0.1, 0.2, 0.3, 0.4])],
     "random_split a permutation": lambda D: sorted(
         i for s in D.random_split(range(10), [0.5, 0.5]) for i in s
@@ -371,3 +375,12 @@ def test_avg_pool3d_refuses_an_input_smaller_than_its_kernel_as_torch(
                 call()
         else:
             call()
+
+
+def test_loader_refuses_complex_arrays_as_the_readme_says() -> None:
+    """verigrad has no complex dtype: a complex sample raises a TypeError (batched or not), never passes
+    through as a NumPy array."""
+    sample = np.ones(2, np.complex64)
+    for batch_size in (None, 2):
+        with pytest.raises(TypeError, match="complex64"):
+            list(VD.DataLoader([sample, sample], batch_size=batch_size))
