@@ -384,3 +384,31 @@ def test_loader_refuses_complex_arrays_as_the_readme_says() -> None:
     for batch_size in (None, 2):
         with pytest.raises(TypeError, match="complex64"):
             list(VD.DataLoader([sample, sample], batch_size=batch_size))
+
+
+@pytest.mark.parametrize(
+    ("shape", "widths", "mode"),
+    [
+        ((2, 2, 2), (-3, 1), "constant"),  # more cropped than there is: PyTorch's narrow refuses it
+        ((2, 2, 1, 1), (2, -2, 0, -1), "constant"),
+        ((2, 2, 4), (-2, -2), "replicate"),  # nothing left: refused
+        ((2, 2, 4), (-2, -2), "reflect"),
+        ((1, 1, 3, 3), (-3, 0, -3, 0), "reflect"),
+        ((1, 1, 3, 3), (-3, 0, 0, 0), "replicate"),  # one padded axis keeps its elements: taken
+        ((2, 2, 1, 1, 1), (1, 2, -2, 1, 1, -1), "replicate"),
+        ((2, 3), (-1, -2), "constant"),
+        ((2, 5), (-2, 3), "reflect"),
+    ],
+)
+def test_pad_crops_and_empties_as_torch(shape, widths, mode) -> None:
+    x = np.random.default_rng(5).standard_normal(shape)
+    results = []
+    for lib in (torch, verigrad):
+        try:
+            results.append(lib.nn.functional.pad(lib.from_numpy(x.copy()), widths, mode=mode).numpy())
+        except (RuntimeError, ValueError):
+            results.append(None)
+    theirs, ours = results
+    assert (ours is None) == (theirs is None), f"verigrad: {ours}, torch: {theirs}"
+    if theirs is not None:
+        np.testing.assert_array_equal(ours, theirs)
