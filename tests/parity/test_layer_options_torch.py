@@ -412,3 +412,11 @@ def test_pad_crops_and_empties_as_torch(shape, widths, mode) -> None:
     assert (ours is None) == (theirs is None), f"verigrad: {ours}, torch: {theirs}"
     if theirs is not None:
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_identity_takes_and_ignores_any_arguments_as_torch() -> None:
+    """PyTorch's documented example: nn.Identity(54, unused_argument1=0.1, unused_argument2=False)."""
+    x = np.random.default_rng(6).standard_normal((2, 3))
+    for lib in (torch, verigrad):
+        layer = lib.nn.Identity(54, unused_argument1=0.1, unused_argument2=False)
+        np.testing.assert_array_equal(layer(lib.from_numpy(x.copy())).numpy(), x)
