@@ -306,6 +306,11 @@ LOADERS: dict[str, Callable[[Any], Any]] = {
         i for s in D.random_split(range(10), [0.5, 0.5]) for i in s
     ),
     "random_split bad fractions": lambda D: D.random_split(range(10), [0.3, 0.6]),
+    # float lengths adding up: PyTorch refuses them (verigrad truncated [2.5, 2.5] to [2, 2])
+    "random_split float lengths": lambda D: [len(s) for s in D.random_split(range(5), [2.5, 2.5])],
+    "random_split integer tensor lengths": lambda D: [
+        len(s) for s in D.random_split(range(7), (torch if D is TD else verigrad).tensor([3, 4]))
+    ],
     "subset": lambda D: (len(D.Subset(list(range(10)), [1, 3, 5])), D.Subset(list(range(10)), [1, 3, 5])[-1]),
     "concat": lambda D: (
         len(D.ConcatDataset([range(3), range(4)])),
