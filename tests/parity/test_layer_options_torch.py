@@ -425,3 +425,21 @@ def test_identity_takes_and_ignores_any_arguments_as_torch() -> None:
     for lib in (torch, verigrad):
         layer = lib.nn.Identity(54, unused_argument1=0.1, unused_argument2=False)
         np.testing.assert_array_equal(layer(lib.from_numpy(x.copy())).numpy(), x)
+
+
+@pytest.mark.parametrize("output_size", [(1, 1, 6, 6), (7, 7), (1, 6, 6), (4, 4), (8, 8), (9, 9)])
+def test_max_unpool_output_size_as_torch(output_size) -> None:
+    """PyTorch takes 2 or 4 sizes, each strictly within a stride of the default (verigrad took any)."""
+    x = np.random.default_rng(9).standard_normal((1, 2, 6, 6))
+    results = []
+    for lib in (torch, verigrad):
+        F = lib.nn.functional
+        values, indices = F.max_pool2d(lib.from_numpy(x.copy()), 2, return_indices=True)
+        try:
+            results.append(F.max_unpool2d(values, indices, 2, output_size=output_size).numpy())
+        except ValueError:
+            results.append(None)
+    theirs, ours = results
+    assert (ours is None) == (theirs is None)
+    if theirs is not None:
+        np.testing.assert_array_equal(ours, theirs)
