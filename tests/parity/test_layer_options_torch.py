@@ -443,3 +443,13 @@ def test_max_unpool_output_size_as_torch(output_size) -> None:
     assert (ours is None) == (theirs is None)
     if theirs is not None:
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_grid_sample_and_affine_grid_warn_of_their_default_as_torch() -> None:
+    theta = np.random.default_rng(10).standard_normal((1, 2, 3))
+    for lib in (torch, verigrad):
+        F, t = lib.nn.functional, lib.from_numpy(theta.copy())
+        with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
+            grid = F.affine_grid(t, [1, 1, 3, 3])
+        with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
+            F.grid_sample(lib.ones(1, 1, 3, 3, dtype=lib.float64), grid)
