@@ -35,8 +35,8 @@ def test_max_pool_ties_send_the_gradient_to_the_first_maximum() -> None:
 
 
 def test_avg_pool3d_divisors() -> None:
-    x = t64(np.ones((1, 1, 2, 2, 2)))
-    # a 3-wide window at -1 covers 2 elements and 1 padding per axis: 8 of 27 with padding counted
+    x = t64(np.ones((1, 1, 3, 3, 3)))  # not smaller than the kernel: PyTorch's avg_pool3d refuses that
+    # a 3-wide window at -1 or 1 covers 2 elements and 1 padding per axis: 8 of 27 with padding counted
     np.testing.assert_allclose(F.avg_pool3d(x, 3, 2, 1).numpy(), 8 / 27)
     np.testing.assert_allclose(F.avg_pool3d(x, 3, 2, 1, count_include_pad=False).numpy(), 1.0)
     np.testing.assert_allclose(F.avg_pool3d(x, 2, divisor_override=3).numpy(), 8 / 3)

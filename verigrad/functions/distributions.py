@@ -57,6 +57,21 @@ def _nonnegative(std: Any) -> None:
         raise ValueError(f"normal expects std >= 0.0, got {float(values[values < 0].flat[0])}")
 
 
+def _distribution(weights: Tensor) -> None:
+    """PyTorch's check of multinomial's weights (of their values where they are at hand: eagerly):
+    none negative, NaN or infinite, and each row's sum above 0."""
+    values = weights.payload
+    if not isinstance(values, np.ndarray) or not values.size:
+        return
+    values = values.astype(np.float64)
+    if not (values >= 0).all():
+        raise ValueError("multinomial: invalid distribution (a weight < 0 or NaN)")
+    if np.isinf(values).any():
+        raise ValueError("multinomial: invalid distribution (a weight is infinite)")
+    if (values.sum(-1) <= 0).any():
+        raise ValueError("multinomial: invalid distribution (the weights of a row sum to 0)")
+
+
 def multinomial(
     input: Tensor, num_samples: int, replacement: bool = False, generator: Generator | None = None
 ) -> Tensor:
@@ -72,6 +87,7 @@ def multinomial(
     categories = input.shape[-1]
     if not replacement and isinstance(categories, int) and num_samples > categories:
         raise ValueError(f"multinomial: {num_samples} draws without replacement from {categories} categories")
+    _distribution(input)
     if replacement:
         cdf = cumsum(input, axis=-1)
         uniform = rand(*input.shape[:-1], num_samples, dtype=cdf.dtype, generator=generator)

@@ -71,5 +71,10 @@ class Bilinear(Module):
 
 
 class Identity(Module):
+    """x as it is; any arguments are taken and ignored, as PyTorch's (so a layer can be swapped for it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__()
+
     def forward(self, x: Tensor) -> Tensor:
         return x

@@ -4,6 +4,7 @@ statistics for eval()), LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 from ..autograd import no_grad
@@ -228,7 +229,7 @@ class _InstanceNorm(Module):
         self,
         num_features: DimLike,
         eps: float = 1e-5,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
         device: Any = None,
@@ -248,9 +249,16 @@ class _InstanceNorm(Module):
         unbatched = x.ndim == self.rank - 1
         if unbatched:
             x = x.unsqueeze(0)
+        if x.shape[1] != self.num_features and not self.affine:  # affine layers fail on their weights
+            warnings.warn(
+                f"{type(self).__name__}: input's size at dim={int(not unbatched)} does not match "
+                "num_features, which is not used because affine=False",
+                stacklevel=2,
+            )
         stats = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
         use_input_stats = self.training or not self.track_running_stats
-        y = F.instance_norm(x, *stats, self.weight, self.bias, use_input_stats, self.momentum, self.eps)
+        momentum = 0.0 if self.momentum is None else self.momentum  # PyTorch's: None keeps the stats still
+        y = F.instance_norm(x, *stats, self.weight, self.bias, use_input_stats, momentum, self.eps)
         return y.squeeze(0) if unbatched else y
 
     def extra_repr(self) -> str:

@@ -429,6 +429,8 @@ def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0,
     """Every sliding block of x [N, C, H, W] as a column: [N, C * kh * kw, L] for L blocks, each
     column in (c, kh, kw) order (PyTorch's F.unfold; im2col's columns). A bool image too (as PyTorch's:
     its blocks are copied, exactly, through f32)."""
+    if input.ndim == 3:  # PyTorch's unbatched image [C, H, W] gives [C * kh * kw, L]
+        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
     if input.dtype.name == "bool":
         return unfold(input.cast("f32"), kernel_size, dilation, padding, stride).cast("bool")
     cols = ops.im2col(input, kernel=kernel_size, stride=stride, padding=padding, dilation=dilation)
@@ -440,7 +442,10 @@ def fold(
     input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
 ) -> Tensor:
     """The inverse arrangement of unfold: columns [N, C * kh * kw, L] summed back into an image
-    [N, C, H, W] of `output_size` where blocks overlap (PyTorch's F.fold; col2im)."""
+    [N, C, H, W] of `output_size` where blocks overlap (PyTorch's F.fold; col2im); unbatched columns
+    [C * kh * kw, L] give [C, H, W]."""
+    if input.ndim == 2:
+        return fold(input.unsqueeze(0), output_size, kernel_size, dilation, padding, stride).squeeze(0)
     size = pair(output_size, "output size", 1)
     window = window_params(kernel_size, stride, padding, dilation)
     del window["layout"]

@@ -52,7 +52,8 @@ def rms_norm(
     input: Tensor, normalized_shape: Any, weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
     """x * rsqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) axes (PyTorch's order; a
-    missing weight is ones, a missing eps the machine epsilon of x's dtype, as PyTorch's)."""
+    missing weight is ones, a missing eps the machine epsilon of the dtype x is computed in, as PyTorch's:
+    f32's for f16 and bf16)."""
     if isinstance(normalized_shape, Tensor):
         raise TypeError(
             "rms_norm(input, normalized_shape, weight=None, eps=None): normalized_shape must be "
@@ -63,7 +64,7 @@ def rms_norm(
     if not axes or tuple(input.shape[input.ndim - axes :]) != wanted or input.ndim < axes:
         raise ShapeError(f"rms_norm over {shape_text(wanted)}, but the input is {describe(input)}")
     if eps is None:
-        eps = float(np.finfo(input.dtype.np).eps)
+        eps = float(np.finfo(np.float32 if input.dtype.name in ("f16", "bf16") else input.dtype.np).eps)
     lead, size = input.shape[: input.ndim - axes], math.prod(wanted, start=1)
     flat = input if axes == 1 else input.reshape(*lead, size)
     weight = ops.ones((size,), dtype=input.dtype) if weight is None else weight.reshape(size)
@@ -189,13 +190,19 @@ def instance_norm(
     per_channel = (1, channels) + (1,) * (input.ndim - 2)
     if use_input_stats:
         axes = tuple(range(2, input.ndim))
+        spatial = math.prod(input.shape[2:])
+        if isinstance(spatial, int) and spatial == 1:
+            raise ValueError(
+                "Expected more than 1 spatial element when training, got input size "
+                + shape_text(input.shape)
+            )
         mean = input.mean(axes, keepdim=True)
         centered = input - mean
         var = (centered * centered).mean(axes, keepdim=True)
         if running_mean is not None and running_var is not None:
             count = input.numel() // (input.shape[0] * channels)
             with no_grad():
-                unbiased = var.detach() * (count / (count - 1) if count > 1 else 1.0)
+                unbiased = var.detach() * (count / (count - 1))
                 running_mean.assign(running_mean * (1 - momentum) + mean.detach().mean((0, *axes)) * momentum)
                 running_var.assign(running_var * (1 - momentum) + unbiased.mean((0, *axes)) * momentum)
     else:

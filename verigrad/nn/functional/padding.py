@@ -34,11 +34,13 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
     first = input.ndim - len(pairs)
     for axis, (before, after) in zip(range(first, input.ndim), pairs):
-        if isinstance(input.shape[axis], int) and input.shape[axis] + before + after < 0:
-            raise ValueError(
-                f"pad: axis {axis} of size {input.shape[axis]} padded by {(before, after)} would have a "
-                "negative size"
-            )
+        _check_widths(input.shape[axis], axis, before, after, mode)
+    sizes = [input.shape[axis] + a + b for axis, (a, b) in zip(range(first, input.ndim), pairs)]
+    if mode in ("reflect", "replicate") and all(isinstance(n, int) and n < 1 for n in sizes):
+        # PyTorch's: at least one padded axis keeps an element
+        raise ValueError(
+            f"pad: {tuple(pad)} in mode {mode!r} leaves every padded axis of {input.shape} empty"
+        )
     if mode == "constant":
         input = _crop(input, first, pairs)
         widths = [(max(a, 0), max(b, 0)) for a, b in pairs]
@@ -67,6 +69,19 @@ _pad = pad  # constant_pad_nd's argument `pad` hides the function
 def constant_pad_nd(input: Tensor, pad: Sequence[int], value: float = 0) -> Tensor:
     """torch.constant_pad_nd: pad(input, pad, "constant", value) (negative widths crop)."""
     return _pad(input, pad, "constant", value)
+
+
+def _check_widths(size: Any, axis: int, before: int, after: int, mode: str) -> None:
+    """PyTorch's refusals of an axis's widths: a negative size; in constant mode, more cropped than there
+    is (its narrow fails before padding)."""
+    if not isinstance(size, int):
+        return
+    if size + before + after < 0:
+        raise ValueError(
+            f"pad: axis {axis} of size {size} padded by {(before, after)} would have a negative size"
+        )
+    if mode == "constant" and size + min(before, 0) + min(after, 0) < 0:
+        raise ValueError(f"pad: axis {axis} of size {size} cannot be cropped by {(before, after)}")
 
 
 def _crop(x: Tensor, first: int, pairs: list[tuple[int, int]]) -> Tensor:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import ops
 from ...dtypes import i64
+from ...shapes import shape_text
 from ...tensor import Tensor
 from . import pooling_options, pooling_windows
 from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
@@ -210,6 +211,12 @@ def _avg_pool_nd(
         raise TypeError(f"{what} of {x.dtype.name}: PyTorch has a kernel for float and i64 inputs only")
     sizes = _window_sizes(nd, kernel, stride, padding, 1, what)
     axes = _regular_axes(x, sizes, ceil_mode, what)
+    spatial = tuple(x.shape[-nd:])
+    if nd == 3 and any(isinstance(n, int) and n < k for n, k in zip(spatial, sizes[0])):
+        # PyTorch's avg_pool3d checks the unpadded input against the kernel (its 1-D and 2-D do not)
+        raise ValueError(
+            f"{what}: input image {shape_text(spatial)} smaller than kernel size {shape_text(sizes[0])}"
+        )
     sums = pooling_windows.sum_pool(x, axes, what)
     if divisor_override is not None:
         divisor = np.full((1,) * nd, pooling_options.checked_divisor(divisor_override, what))

@@ -90,6 +90,23 @@ def window_counts(n: int, out: int, k: int, s: int, p: int, count_include_pad: b
     return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
 
 
+def _unpool_size(what: str, nd: int, default: tuple, stride: tuple, output_size: Any) -> tuple:
+    """`output_size` (nd sizes, or nd + 2 with N and C) checked as PyTorch's: each strictly within a
+    stride of the default size."""
+    sizes = tuple(output_size)
+    if len(sizes) == nd + 2:
+        sizes = sizes[2:]
+    if len(sizes) != nd:
+        raise ValueError(f"{what}: output_size must give {nd} or {nd + 2} sizes, got {output_size!r}")
+    for d, (size, near, step) in enumerate(zip(sizes, default, stride)):
+        if isinstance(near, int) and not near - step < size < near + step:
+            raise ValueError(
+                f'{what}: invalid output_size "{output_size}" (dim {d} must be between {near - step} and '
+                f"{near + step})"
+            )
+    return sizes
+
+
 def max_unpool(
     x: Tensor, indices: Tensor, nd: int, kernel: Any, stride: Any, padding: Any, output_size: Any = None
 ) -> Tensor:
@@ -102,12 +119,9 @@ def max_unpool(
     k = sizes_nd(kernel, nd, f"{what}'s kernel_size", 1)
     s = k if stride is None else sizes_nd(stride, nd, f"{what}'s stride", 1)
     p = sizes_nd(padding, nd, f"{what}'s padding", 0)
-    if output_size is None:
-        sizes = tuple((n - 1) * s[i] - 2 * p[i] + k[i] for i, n in enumerate(x.shape[2:]))
-    else:
-        sizes = tuple(output_size)[-nd:]
-        if len(sizes) != nd:
-            raise ValueError(f"{what}: output_size must give {nd} sizes, got {output_size!r}")
+    sizes = tuple((n - 1) * s[i] - 2 * p[i] + k[i] for i, n in enumerate(x.shape[2:]))
+    if output_size is not None:
+        sizes = _unpool_size(what, nd, sizes, s, output_size)
     if tuple(indices.shape) != tuple(x.shape):
         raise ShapeError(
             f"{what}: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,24 @@ def _base(size: int, align_corners: bool) -> np.ndarray:
     return (2 * np.arange(size) + 1) / size - 1
 
 
-def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor:
+def _default_align_corners(align_corners: bool | None) -> bool:
+    """align_corners, False where not given, with PyTorch's warning of that default."""
+    if align_corners is not None:
+        return align_corners
+    warnings.warn(
+        "Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. Please "
+        "specify align_corners=True if the old behavior is desired. See the documentation of grid_sample for "
+        "details.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return False
+
+
+def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> Tensor:
     """For theta [N, 2, 3] and size (N, C, H, W): grid[n, h, w] = theta[n] @ (x_w, y_h, 1), the sampling
     position of each output pixel, [N, H, W, 2] (x first)."""
+    align_corners = _default_align_corners(align_corners)
     floating_only(theta.dtype, what="affine_grid")
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3):
         raise ShapeError(f"affine_grid takes theta [N, 2, 3], got {shape_text(theta.shape)}")
@@ -96,13 +112,14 @@ def grid_sample(
     grid: Tensor,
     mode: str = "bilinear",
     padding_mode: str = "zeros",
-    align_corners: bool = False,
+    align_corners: bool | None = None,
 ) -> Tensor:
     """input [N, C, H, W] read at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): [N, C, Ho, Wo]; or a volume
     [N, C, D, H, W] at grid [N, Do, Ho, Wo, 3] (x, y, z). Bilinear weighs the 2^k nearest pixels (trilinear
     for a volume), nearest takes the closest (halves to even), bicubic (images only) the 4 x 4 nearest with
     Keys' weights (A = -0.75), each tap padded on its own; a pixel outside the image reads 0 (zeros), the
     edge (border) or its mirror image (reflection), as PyTorch's."""
+    align_corners = _default_align_corners(align_corners)
     floating_only(input.dtype, grid.dtype, what="grid_sample")
     if mode not in MODES or padding_mode not in PADDINGS:
         raise ValueError(

@@ -20,8 +20,10 @@ def _is_namedtuple(x: Any) -> bool:
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
-def _numpy_kind_ok(array: np.ndarray | np.generic) -> bool:
-    return array.dtype.kind in "biuf"
+def _numpy_text(array: np.ndarray | np.generic) -> bool:
+    """PyTorch's test for arrays left unconverted: strings, bytes and objects (any other dtype is converted,
+    so one verigrad lacks, such as complex, raises rather than passing through as NumPy)."""
+    return array.dtype.kind in "SaUO"
 
 
 def _same_mapping(like: Mapping, values: dict) -> Any:
@@ -44,7 +46,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, Tensor):
         return stack(list(batch), 0)
     if isinstance(elem, np.ndarray | np.generic) and not isinstance(elem, np.str_ | np.bytes_):
-        if not _numpy_kind_ok(elem):
+        if _numpy_text(elem):
             raise TypeError(_REFUSED.format(elem.dtype))
         if isinstance(elem, np.generic) or elem.ndim == 0:
             return as_tensor(np.asarray(batch))
@@ -77,7 +79,7 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, Tensor):
         return data
     if isinstance(data, np.ndarray | np.generic):
-        return as_tensor(data) if _numpy_kind_ok(data) else data
+        return data if _numpy_text(data) else as_tensor(data)
     if isinstance(data, Mapping):
         return _same_mapping(data, {key: default_convert(value) for key, value in data.items()})
     if _is_namedtuple(data):

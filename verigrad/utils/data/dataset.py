@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -158,7 +159,12 @@ def split_lengths(n: int, lengths: Sequence[float]) -> list[int]:
         return sizes
     if sum(lengths) != n:
         raise ValueError(f"random_split: the lengths {list(lengths)} do not add up to the dataset's {n}")
-    return [int(size) for size in lengths]
+    try:  # PyTorch's randperm refuses a float sum: [2.5, 2.5] must not become [2, 2]
+        return [operator.index(size) for size in lengths]
+    except TypeError:
+        raise TypeError(
+            f"random_split: lengths must be ints or fractions summing to 1, got {list(lengths)}"
+        ) from None
 
 
 def random_split(dataset: Any, lengths: Sequence[float], generator: Generator | None = None) -> list[Subset]:
