@@ -111,3 +111,53 @@ def test_f16_alpha_is_taken_as_an_f16(op: str, alpha: float) -> None:
     rng = np.random.default_rng(2)
     x, y = (rng.standard_normal(4096).astype(np.float16) for _ in range(2))
     _same_bits(lambda lib: getattr(lib, op)(lib.tensor(x), lib.tensor(y), alpha=alpha))
+
+
+GRAPHS = {
+    "mm": lambda lib, a, v: a @ a.detach().t(),
+    "mv": lambda lib, a, v: a @ v,
+    "dot": lambda lib, a, v: v @ v,
+    "sum": lambda lib, a, v: a.sum(),
+    "sum along a dim": lambda lib, a, v: a.sum(0),
+    "mean keepdim": lambda lib, a, v: a.mean(1, keepdim=True),
+    "max": lambda lib, a, v: a.max(),
+    "amin": lambda lib, a, v: a.amin(0),
+    "cat": lambda lib, a, v: lib.cat([a, a]),
+    "view": lambda lib, a, v: a.view(12),
+    "expand": lambda lib, a, v: v.expand(3, 4),
+    "add alpha": lambda lib, a, v: lib.add(a, a, alpha=2),
+    "sub alpha": lambda lib, a, v: lib.sub(a, a, alpha=2),
+    "clone": lambda lib, a, v: a.clone(),
+    "to f64": lambda lib, a, v: a.double(),
+    "where (a mask)": lambda lib, a, v: lib.where(a > 0, a, 0.0),
+    "gather (an index)": lambda lib, a, v: a.gather(1, lib.tensor([[0], [1], [2]])),
+    "sub of a number": lambda lib, a, v: a - 1,
+}
+
+
+def _graph(lib: Any, name: str) -> tuple:
+    a, v = lib.ones(3, 4, requires_grad=True), lib.ones(4, requires_grad=True)
+    node = GRAPHS[name](lib, a, v).grad_fn
+    return node.name(), [(None if n is None else n.name(), i) for n, i in node.next_functions]
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_graph_node_names_and_next_functions(name: str) -> None:
+    assert _graph(verigrad, name) == _graph(torch, name)
+
+
+def test_custom_function_keeps_its_integer_inputs_in_next_functions() -> None:
+    def graph(lib: Any) -> list:
+        class Twice(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any, index: Any) -> Any:
+                return x * 2
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                return g * 2, None
+
+        out = Twice.apply(lib.ones(3, requires_grad=True), lib.tensor([1, 2]))
+        return [(None if n is None else n.name(), i) for n, i in out.grad_fn.next_functions]
+
+    assert graph(verigrad) == graph(torch)
