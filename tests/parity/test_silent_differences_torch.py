@@ -161,3 +161,23 @@ def test_custom_function_keeps_its_integer_inputs_in_next_functions() -> None:
         return [(None if n is None else n.name(), i) for n, i in out.grad_fn.next_functions]
 
     assert graph(verigrad) == graph(torch)
+
+
+NUMPY_BOOL_DIMS = {
+    "softmax": lambda x, d: x.softmax(d),
+    "unsqueeze": lambda x, d: x.unsqueeze(d),
+    "flip": lambda x, d: x.flip(d),
+    "cumsum": lambda x, d: x.cumsum(d),
+    "transpose": lambda x, d: x.transpose(d, 0),
+    "select": lambda x, d: x.select(d, 0),
+    "sum": lambda x, d: x.sum(d),
+    "mean": lambda x, d: x.mean(dim=d),
+}
+
+
+@pytest.mark.parametrize("name", NUMPY_BOOL_DIMS)
+def test_a_numpy_bool_is_no_dim(name: str) -> None:
+    """PyTorch refuses np.True_ as a dim with a TypeError (several ops read it as dim 1 here)."""
+    for lib in (torch, verigrad):
+        with pytest.raises(TypeError, match=r"dim|argument"):
+            NUMPY_BOOL_DIMS[name](lib.ones(2, 3), np.bool_(True))
