@@ -5,6 +5,7 @@ of the graph from it: `name()`, `next_functions` ((node, index) per input: the i
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import versions
@@ -30,18 +31,28 @@ class Node:
             return inputs
         return tuple(versions.resolve(i, self.stamp) for i in inputs)
 
+    def _op_name(self) -> str:
+        return str(getattr(self.op, "name", type(self.op).__name__))
+
     def name(self) -> str:
-        """PyTorch's style of name: `MulBackward0` for the op `mul`, a custom Function's `<Name>Backward`."""
-        name = str(getattr(self.op, "name", type(self.op).__name__))
+        """PyTorch's name where an op maps to one clearly (`MmBackward0` for a matmul of matrices), else
+        its style: `MulBackward0` for the op `mul`, a custom Function's `<Name>Backward`."""
+        name = self._op_name()
         if name.endswith("Backward"):
             return name
+        torch_name = _TORCH_NAMES.get(name)
+        found = torch_name(self) if torch_name is not None else None
+        if found is not None:
+            return found
         return "".join(part[:1].upper() + part[1:] for part in name.split("_")) + "Backward0"
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
         """(node, 0) for each input: the node that made it, its AccumulateGrad where it is a leaf that
-        requires grad, None where it takes no gradient."""
-        return tuple((_next(i), 0) for i in self.inputs)
+        requires grad, None where it takes no gradient; an op's index and mask inputs are left out (a
+        custom Function's are not), as PyTorch's."""
+        every = self._op_name().endswith("Backward")
+        return tuple((_next(i), 0) for i in self.inputs if every or i.dtype.is_float or i.dtype.is_complex)
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
@@ -76,3 +87,41 @@ def _next(t: Any) -> Node | None:
     if found is None:
         found = _ACCUMULATORS[id(t)] = AccumulateGrad(t)
     return found
+
+
+def _reduction(stem: str) -> Callable[[Node], str]:
+    """PyTorch's <stem>Backward0 over every dim (sum()), <stem>Backward1 along dims (sum(dim))."""
+
+    def name(node: Node) -> str:
+        axis, ndim = node.params.get("axis"), node.inputs[0].ndim
+        every = axis is None or (len(axis) == ndim and not node.params.get("keepdim"))
+        return f"{stem}Backward{0 if every else 1}"
+
+    return name
+
+
+def _matmul(node: Node) -> str | None:
+    ranks = tuple(i.ndim for i in node.inputs)
+    return {(2, 2): "MmBackward0", (2, 1): "MvBackward0", (1, 1): "DotBackward0"}.get(ranks)
+
+
+def _cast(node: Node) -> str:
+    same = node.params.get("dtype") is node.inputs[0].dtype
+    return "CloneBackward0" if same else "ToCopyBackward0"
+
+
+# ops whose node PyTorch names otherwise (a function of the node; None: the default name)
+_TORCH_NAMES: dict[str, Callable[[Node], str | None]] = {
+    "matmul": _matmul,
+    "sum": _reduction("Sum"),
+    "mean": _reduction("Mean"),
+    "max": lambda node: "AmaxBackward0",
+    "min": lambda node: "AminBackward0",
+    "max_of_all": lambda node: "MaxBackward1",
+    "min_of_all": lambda node: "MinBackward1",
+    "cast": _cast,
+    "scaled_add": lambda node: "SubBackward0" if node.params.get("alpha", 1) < 0 else "AddBackward0",
+    "reshape": lambda node: "ViewBackward0",
+    "concat": lambda node: "CatBackward0",
+    "broadcast_to": lambda node: "ExpandBackward0",
+}

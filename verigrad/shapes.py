@@ -472,8 +472,8 @@ def spec(shape: int | str | Dim | Iterable, dtype: DType | str = "f32") -> Spec:
 
 # rules shared by many ops ----------------------------------------------------------------------
 def _refuse_bool(axis: object) -> None:
-    """A bool is no dim (PyTorch raises; Python would read True as 1)."""
-    if isinstance(axis, bool):
+    """A bool (a NumPy one too) is no dim (PyTorch raises; Python would read True as 1)."""
+    if isinstance(axis, bool | np.bool_):
         raise DTypeError(f"a dim must be an int, not the bool {axis}")
 
 

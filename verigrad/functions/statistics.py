@@ -81,8 +81,15 @@ def _in_f64(
     x = x.cast(f64)
     deviation = x - x.mean(axis=axes, keepdim=True)
     # PyTorch's: no fewer than 0 degrees of freedom (a positive sum over 0 is inf, 0 over 0 NaN)
-    freedom = maximum(numel_of(x, axis=axes) - correction, 0)
-    return sum(deviation * deviation, axis=axes, keepdim=keepdim) / freedom
+    count = numel_of(x, axis=axes)
+    freedom = maximum(count - correction, 0)
+    return _nan_if_empty(sum(deviation * deviation, axis=axes, keepdim=keepdim) / freedom, count)
+
+
+def _nan_if_empty(value: Tensor, count: Tensor) -> Tensor:
+    """`value`, a positive NaN where it reduced no elements (PyTorch's fill for var and var_mean's mean
+    over nothing; 0 / 0 would give x86's negative NaN)."""
+    return where(eq(count, 0), math.nan, value)
 
 
 def std(
@@ -103,7 +110,8 @@ def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
     axis = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
     axis = None if isinstance(axis, bool) else axis  # var_mean(x, True): PyTorch's (input, unbiased)
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
-    return var(x, *args, **kwargs), x.mean(axis=normalize_axes(_all_if_empty(axis), x.ndim), keepdim=keepdim)
+    axes = normalize_axes(_all_if_empty(axis), x.ndim)
+    return var(x, *args, **kwargs), _nan_if_empty(x.mean(axis=axes, keepdim=keepdim), numel_of(x, axis=axes))
 
 
 def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:

@@ -318,10 +318,11 @@ class Module:
         self, *args: Any, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
     ) -> dict[str, Tensor]:
         """Every parameter and persistent buffer by its dotted name, in PyTorch's order: a module's
-        parameters, then its buffers, then its children's. As PyTorch's, each is detached (no grad,
-        sharing the storage: a write into it changes the model) unless `keep_vars`, which gives the
-        tensors themselves. A tied tensor is under each of its names. The arguments given by position
-        (destination, prefix, keep_vars) are taken with PyTorch's FutureWarning."""
+        parameters, then its buffers, then its children's, in an OrderedDict with PyTorch's `_metadata`.
+        As PyTorch's, each is detached (no grad, sharing the storage: a write into it changes the model)
+        unless `keep_vars`, which gives the tensors themselves. A tied tensor is under each of its names.
+        The arguments given by position (destination, prefix, keep_vars) are taken with PyTorch's
+        FutureWarning."""
         if args:
             if len(args) > 3:
                 raise TypeError(f"state_dict takes at most 3 positional arguments, got {len(args)}")
@@ -334,7 +335,7 @@ class Module:
             destination = args[0] if destination is None else destination
             prefix = args[1] if len(args) > 1 and prefix == "" else prefix
             keep_vars = args[2] if len(args) > 2 and keep_vars is False else keep_vars
-        state: dict[str, Tensor] = {} if destination is None else destination
+        state: dict[str, Tensor] = module_state.new_state() if destination is None else destination
         return module_state.save(self, state, prefix, keep_vars)
 
     def get_extra_state(self) -> Any:

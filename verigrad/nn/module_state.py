@@ -15,6 +15,7 @@ with post-hooks is loaded as PyTorch loads, each entry that fits copied before i
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from ..autograd import no_grad
@@ -54,9 +55,20 @@ def own_state(module: Any) -> list[tuple[str, Tensor]]:
     return found + [(k, t) for k, t in module._buffers.items() if t is not None and k not in transient]
 
 
+def new_state() -> OrderedDict:
+    """An empty state dict as PyTorch's: an OrderedDict whose `_metadata` maps each module's dotted name
+    to its {"version": ...} (what version-migration code and load pre-hooks read)."""
+    state: OrderedDict = OrderedDict()
+    state._metadata = OrderedDict()  # type: ignore[attr-defined]
+    return state
+
+
 def save(module: Any, state: dict, prefix: str, keep_vars: bool) -> dict:
     """Add the module's entries (and its children's) to `state`, its hooks around them; the dict the
     post-hooks leave (a private hook may return another)."""
+    metadata = {"version": getattr(module, "_version", 1)}
+    if hasattr(state, "_metadata"):
+        state._metadata[prefix[:-1]] = metadata
     for hook, _, _ in list(module.__dict__.get("_state_dict_pre_hooks", ())):
         hook(module, prefix, keep_vars)
     state.update((prefix + name, t if keep_vars else t.data) for name, t in own_state(module))
@@ -65,7 +77,6 @@ def save(module: Any, state: dict, prefix: str, keep_vars: bool) -> dict:
     for name, child in module._modules.items():
         if child is not None:
             save(child, state, f"{prefix}{name}.", keep_vars)
-    metadata = {"version": getattr(module, "_version", 1)}
     for hook, public, _ in list(module.__dict__.get("_state_dict_hooks", ())):
         result = hook(module, state, prefix, metadata)
         if public and result is not None:
@@ -87,9 +98,13 @@ def load(root: Any, state_dict: dict[str, Any], strict: bool) -> IncompatibleKey
     errors: list[str] = []
     hooked = [(p, m) for p, m in root.named_modules() if m.__dict__.get("_load_state_dict_pre_hooks")]
     if hooked:
-        state_dict = dict(state_dict)  # the hooks rewrite a copy, as PyTorch's
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)  # the hooks rewrite a copy (with the metadata), as PyTorch's
+        if metadata is not None:
+            state_dict._metadata = metadata  # type: ignore[attr-defined]
         for name, module in hooked:
-            args = (state_dict, f"{name}." if name else "", {}, strict)
+            local = {} if metadata is None else metadata.get(name, {})
+            args = (state_dict, f"{name}." if name else "", local, strict)
             for hook, with_module, _ in list(module._load_state_dict_pre_hooks):
                 lists = (missing, unexpected, errors)
                 hook(module, *args, *lists) if with_module else hook(*args, *lists)

@@ -49,6 +49,7 @@ class _BatchNorm(Module):
     PyTorch's: `momentum=None` is the cumulative average, num_batches_tracked counts the steps)."""
 
     ranks: tuple[int, ...] = ()
+    _version = 2  # PyTorch's _NormBase's, saved in state_dict()._metadata
 
     def __init__(
         self,
@@ -224,6 +225,7 @@ class RMSNorm(Module):
 
 class _InstanceNorm(Module):
     rank = 0  # the input's rank with its batch axis
+    _version = 2  # PyTorch's _NormBase's, saved in state_dict()._metadata
 
     def __init__(
         self,

@@ -310,8 +310,8 @@ def _opmath(fn: Callable) -> Callable:
 
 # x + alpha * y with one rounding (PyTorch's add and sub with alpha) ----------------------------
 def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | bool) -> np.ndarray:
-    """x + alpha * y in the common dtype: floats with one rounding (f16 computed in f32, as PyTorch), integers
-    wrapping around, bools as x or (alpha and y)."""
+    """x + alpha * y in the common dtype: floats with one rounding (f16 computed in f32 with alpha rounded
+    to f16, as PyTorch), integers wrapping around, bools as x or (alpha and y)."""
     out = promote(_np_dtype(x), _np_dtype(y)).np
     x, y = x.astype(out, copy=False), y.astype(out, copy=False)
     if out.kind == "b":
@@ -320,6 +320,8 @@ def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | boo
         return (x + y * np.array(alpha).astype(out)).astype(out, copy=False)  # alpha wraps as y does
     if out == np.float64:
         return fma_f64(np.float64(alpha), y, x)
+    if out == np.float16:  # PyTorch's vectorised loop takes alpha as an f16 (see the README's table)
+        alpha = np.float16(alpha)
     return fma_f32(np.float32(alpha), y, x).astype(out, copy=False)
 
 
@@ -353,7 +355,7 @@ scaled_add = Elementwise(
     samples=_scaled_add_samples,
     torch=lambda t, a, b, alpha: t.add(a, b, alpha=alpha),
     doc="x + alpha * y with a single rounding (a fused multiply-add, as PyTorch's add(x, y, alpha=); "
-    "f32 and f16 with alpha rounded to f32): PyTorch's add and sub with alpha.",
+    "f16 in f32 with alpha rounded to f16): PyTorch's add and sub with alpha.",
 )
 
 

@@ -36,7 +36,7 @@ def _canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
     """NumPy's `axis` (an int, a sequence of ints, or None for all axes: `()` reduces none) or PyTorch's
     `dim` (the same, but `()` or `[]` reduces all, as PyTorch's sum, mean and prod do)."""
     if dim is not None:
-        axis = None if not isinstance(dim, int | np.integer) and len(dim) == 0 else dim
+        axis = None if not isinstance(dim, int | np.integer | np.bool_) and len(dim) == 0 else dim
     return {"axis": normalize_axes(axis, x.ndim), "keepdim": bool(keepdim)}
 
 

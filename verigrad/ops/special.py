@@ -12,6 +12,7 @@ relative away from the poles), i1 sums its power series or, for |x| > 30, its as
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -293,13 +294,20 @@ signbit = Op(
 )
 
 
-def _xlogy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _x_times(a: np.ndarray, b: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """x * fn(y) as PyTorch's xlogy / xlog1py: 0 where x == 0, NaN where y is NaN; f16 and f32 round
+    fn(y) to f32 (its C routine), then to their dtype, before the product (exact in f64) is rounded."""
     dtype = np.result_type(a, b)
     dtype = dtype if dtype.kind == "f" else np.dtype(np.float32)
     x, y = a.astype(np.float64), b.astype(np.float64)
     with np.errstate(all="ignore"):
-        out = np.where(x == 0, 0.0, x * np.log(y))
+        factor = fn(y) if dtype == np.float64 else fn(y).astype(np.float32).astype(dtype)
+        out = np.where(x == 0, 0.0, x * factor)
     return np.where(np.isnan(y), np.nan, out).astype(dtype)
+
+
+def _xlogy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _x_times(a, b, np.log)
 
 
 def _xlogy_vjp(g, out, x, y):
@@ -321,17 +329,13 @@ xlogy = Op(
     samples=binary(0.0, 2.0),
     torch=lambda t, x, y: t.xlogy(x, y),
     exact=False,
-    doc="x * log(y), 0 where x == 0 (even where y is 0 or inf), NaN where y is NaN; in f64, rounded once.",
+    doc="x * log(y), 0 where x == 0 (even where y is 0 or inf), NaN where y is NaN; log(y) rounded to the "
+    "dtype, then the product, as PyTorch's.",
 )
 
 
 def _xlog1py(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    dtype = np.result_type(a, b)
-    dtype = dtype if dtype.kind == "f" else np.dtype(np.float32)
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    with np.errstate(all="ignore"):
-        out = np.where(x == 0, 0.0, x * np.log1p(y))
-    return np.where(np.isnan(y), np.nan, out).astype(dtype)
+    return _x_times(a, b, np.log1p)
 
 
 def _xlog1py_vjp(g, out, x, y):
@@ -353,5 +357,6 @@ xlog1py = Op(
     samples=binary(0.0, 2.0),
     torch=lambda t, x, y: t.special.xlog1py(x, y),
     exact=False,
-    doc="x * log1p(y), 0 where x == 0 (even where y is -1 or inf), NaN where y is NaN; in f64, rounded once.",
+    doc="x * log1p(y), 0 where x == 0 (even where y is -1 or inf), NaN where y is NaN; log1p(y) rounded "
+    "to the dtype, then the product, as PyTorch's.",
 )

@@ -203,9 +203,19 @@ sqrt = _float_op(
     torch=lambda t, x: t.sqrt(x),
     doc="Square root; NaN for negative inputs.",
 )
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    """1 / sqrt(x); f16 in f32, rounded once, as PyTorch's vectorised loop (its scalar tail, the last
+    elements of each thread's share, rounds the square root to f16 first)."""
+    if x.dtype == np.float16:
+        return (1 / np.sqrt(x.astype(np.float32))).astype(np.float16)
+    return 1 / np.sqrt(x)
+
+
 rsqrt = _float_op(
     "rsqrt",
-    lambda x: 1 / np.sqrt(x),
+    _rsqrt,
     lambda g, out, x: (g * out * out * out * -0.5,),
     low=0.1,
     high=3.0,
