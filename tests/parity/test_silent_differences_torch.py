@@ -181,3 +181,26 @@ def test_a_numpy_bool_is_no_dim(name: str) -> None:
     for lib in (torch, verigrad):
         with pytest.raises(TypeError, match=r"dim|argument"):
             NUMPY_BOOL_DIMS[name](lib.ones(2, 3), np.bool_(True))
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0])
+def test_f16_normalizations_are_computed_in_f32_as_torch(scale: float) -> None:
+    """F.rms_norm and F.layer_norm of f16 are computed in f32 and rounded once, as PyTorch's: in f16
+    arithmetic the squares of values near 1e-3 underflow (rms_norm was up to 0.03 off there), and about
+    half of the results were other bits at every scale."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((64, 96)) * scale).astype(np.float16)
+    w, b = rng.standard_normal((2, 96)).astype(np.float16)
+
+    def ours(lib: Any, fn: str, *args: np.ndarray) -> np.ndarray:
+        tensors = [lib.from_numpy(a) for a in args]
+        out = getattr(lib.nn.functional, fn)(tensors[0], (96,), *tensors[1:])
+        return np.asarray(out.detach().numpy())
+
+    assert ours(verigrad, "rms_norm", x, w).dtype == np.float16
+    np.testing.assert_array_equal(ours(verigrad, "rms_norm", x, w), ours(torch, "rms_norm", x, w))
+    got, expected = ours(verigrad, "layer_norm", x, w, b), ours(torch, "layer_norm", x, w, b)
+    # layer_norm's f32 results may be 1 ulp apart from PyTorch's (its fused rstd), so an f16 rounding of
+    # them can be: at most a few elements, none more than 1 f16 ulp
+    ulps = np.abs(got.view(np.int16).astype(np.int32) - expected.view(np.int16).astype(np.int32))
+    assert ulps.max() <= 1 and np.count_nonzero(ulps) <= 4

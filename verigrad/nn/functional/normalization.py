@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import functions, ops
 from ...autograd import no_grad
-from ...dtypes import f64
+from ...dtypes import f32, f64
 from ...errors import ShapeError
 from ...shapes import Dim, DimLike, as_shape, shape_text
 from ...tensor import Tensor, describe
@@ -44,8 +44,16 @@ def _layer_norm(
     flat = x if axes == 1 else x.reshape(*lead, size)
     weight = ops.ones((size,), dtype=x.dtype) if weight is None else weight.reshape(size)
     bias = ops.zeros((size,), dtype=x.dtype) if bias is None else bias.reshape(size)
-    out = ops.layer_norm(flat, weight, bias, eps=eps)
+    out = _rounded_once(x, lambda *a: ops.layer_norm(*a, eps=eps), flat, weight, bias)
     return out if axes == 1 else out.reshape(*lead, *tail)
+
+
+def _rounded_once(x: Tensor, norm: Any, *operands: Tensor) -> Tensor:
+    """norm(*operands); an f16 input's in f32, rounded to f16 once at the end, as PyTorch's CPU kernels
+    compute f16 normalizations (in f16 arithmetic, squares of small values underflow)."""
+    if x.dtype.name != "f16":
+        return norm(*operands)
+    return norm(*(o.to(f32) for o in operands)).to(x.dtype)
 
 
 def rms_norm(
@@ -68,7 +76,7 @@ def rms_norm(
     lead, size = input.shape[: input.ndim - axes], math.prod(wanted, start=1)
     flat = input if axes == 1 else input.reshape(*lead, size)
     weight = ops.ones((size,), dtype=input.dtype) if weight is None else weight.reshape(size)
-    out = ops.rms_norm(flat, weight, eps=eps)
+    out = _rounded_once(input, lambda *a: ops.rms_norm(*a, eps=eps), flat, weight)
     return out if axes == 1 else out.reshape(input.shape)
 
 
