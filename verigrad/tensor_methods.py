@@ -9,7 +9,6 @@ method of a few lines below. Importing `verigrad` binds the table once.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,7 +69,7 @@ from .tensor_methods_in_place import (
     adapted,
     assigning,
     in_place,
-    refuse_overlapping_arrays,
+    refuse_overlapping_setitem,
     shape_arg,
     view_in_place,
 )
@@ -619,19 +618,8 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
-    if isinstance(value, Tensor) and _basic_key(key) and isinstance(self.payload, np.ndarray):
-        try:
-            target = self.payload[key]
-        except IndexError:  # setitem says what is wrong with the key
-            target = None
-        refuse_overlapping_arrays(target, (value,), "setitem")
+    refuse_overlapping_setitem(self, key, value)
     indexing.setitem(self, key, value)
-
-
-def _basic_key(key: Any) -> bool:
-    """Whether `key` selects a view by ints, slices, None and Ellipsis alone (NumPy's basic indexing)."""
-    parts = key if isinstance(key, tuple) else (key,)
-    return all(p is None or p is Ellipsis or isinstance(p, slice) or builtins.type(p) is int for p in parts)
 
 
 # the table ----------------------------------------------------------------------------------------

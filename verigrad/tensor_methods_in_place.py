@@ -43,6 +43,20 @@ def refuse_partial_overlap(self: Tensor, operands: tuple, what: str) -> None:
     refuse_overlapping_arrays(self.payload, operands, what)
 
 
+def refuse_overlapping_setitem(self: Tensor, key: Any, value: Any) -> None:
+    """`x[key] = value` refused where value partly overlaps the view the key selects (x[1:] = x[:-1]), as
+    PyTorch's copy refuses it; only keys of ints, slices, None and Ellipsis select a view."""
+    parts = key if isinstance(key, tuple) else (key,)
+    basic = all(p is None or p is Ellipsis or isinstance(p, slice) or type(p) is int for p in parts)
+    if not (basic and isinstance(value, Tensor) and isinstance(self.payload, np.ndarray)):
+        return
+    try:
+        target = self.payload[key]
+    except IndexError:  # setitem says what is wrong with the key
+        return
+    refuse_overlapping_arrays(target, (value,), "setitem")
+
+
 def refuse_overlapping_arrays(mine: Any, operands: tuple, what: str) -> None:
     """`refuse_partial_overlap` for the array written (`mine`: a tensor's payload or a view of it)."""
     for o in operands:
