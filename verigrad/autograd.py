@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import modes, versions
-from .autograd_graph import Node
+from .autograd_graph import NODE_HOOKS, Node, RemovableHandle, run_hooks, run_prehooks
 from .grad_mode import _grad_mode as _grad_mode
 from .grad_mode import enable_grad as enable_grad
 from .grad_mode import inference_mode as inference_mode
@@ -26,7 +26,7 @@ from .grad_mode import set_grad_enabled as set_grad_enabled
 from .ops import tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
-from .tensor import LEGACY_NAMES, Tensor
+from .tensor import LEGACY_NAMES, Tensor, grad_of, set_grad, set_requires_grad
 
 
 def records_history(op: Any, args: Sequence[Tensor], out: Any) -> bool:
@@ -137,7 +137,8 @@ def regenerate(view: Tensor, ticks: list[int]) -> None:
     made = node
     for tick in ticks:
         old = Tensor(view.spec, view.payload)  # its values now: the version check guards a node reading them
-        old._node, old.requires_grad = made, view.requires_grad
+        old._node = made
+        set_requires_grad(old, view.requires_grad)
         versions.pin(old)
         versions.redirect(view, tick, old)
         made = Node(node.op, node.inputs, node.params)
@@ -178,13 +179,20 @@ def _each_other(inputs: tuple[Tensor, ...]) -> tuple[int, ...]:
 _NOTHING = (
     "add", "sub", "scaled_add", "neg", "positive", "reshape", "permute", "broadcast_to", "contiguous", "cast",
     "slice", "unslice", "pad", "concat", "sum", "mean", "assign", "assign_view",
+    "floor", "ceil", "trunc", "round", "sign",
+)  # fmt: skip
+_INPUT_ONLY = (
+    "abs", "log", "log1p", "sin", "cos", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "erf", "gelu", "gelu_tanh", "silu",
 )  # fmt: skip
 _READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...]]] = {
     **dict.fromkeys(_NOTHING, ()),
     **dict.fromkeys(("take", "take_grad", "gather"), (1,)),
     # (-1: the output) their backward reads their result, not their input (PyTorch's too)
+    **dict.fromkeys(_INPUT_ONLY, (0,)),
     **dict.fromkeys(
-        ("exp", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "softmax", "log_softmax"), (-1,)
+        ("exp", "exp2", "expm1", "sqrt", "rsqrt", "tan", "tanh", "sigmoid", "relu", "softmax", "log_softmax"),
+        (-1,),
     ),
     "where": (0,),
     "mul": _each_other,
@@ -325,7 +333,12 @@ def _propagate(
             # a slice's gradient is gathered with its input's others (_Pieces): no unslice made where the
             # pieces tile an axis (eager and traced alike: a compiled step gives eager's bits, -0.0 kept)
             vjp = _slice_vjp if node.op is slice_ else node.op.vjp
+            hooks = NODE_HOOKS.get(id(node)) if NODE_HOOKS else None
+            if hooks is not None:
+                g = run_prehooks(hooks, g)
             step = vjp(g, t, *inputs, **node.params)
+            if hooks is not None:
+                step = run_hooks(hooks, step, g)
             if anomaly:
                 _check_nan(node, step)
             for inp, gi in zip(inputs, step):
@@ -487,17 +500,6 @@ def _conformed(node: Node, inp: Tensor, gi: Tensor) -> Tensor:
     return gi.cast(inp.dtype) if given.dtype is not want.dtype else gi
 
 
-class RemovableHandle:
-    """What `Tensor.register_hook` returns: `remove()` takes the hook off again."""
-
-    def __init__(self, hooks: list, hook: Callable) -> None:
-        self._hooks, self._hook = hooks, hook
-
-    def remove(self) -> None:
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
-
-
 def register_hook(t: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
     if not callable(hook):
         raise TypeError(f"register_hook takes a function of the gradient, not {type(hook).__name__}")
@@ -578,7 +580,8 @@ def _claimed(seeds: Sequence[Tensor]) -> set[int]:
 
 
 def _accumulate(leaf: Tensor, g: Tensor, claimed: set[int] | None = None) -> None:
-    if leaf.grad is None:
+    held = grad_of(leaf)  # (unchecked, as the writes below: g is of the leaf's spec)
+    if held is None:
         # a broadcast gradient (a sum's, a mean's) is copied, as PyTorch's AccumulateGrad copies an
         # expanded one: `.grad` is memory that can be written in place (zero_(), an optimizer's update)
         # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time);
@@ -592,23 +595,22 @@ def _accumulate(leaf: Tensor, g: Tensor, claimed: set[int] | None = None) -> Non
                 memory = id(g.payload)
             if claimed is not None:
                 claimed.add(memory)
-        leaf.grad = g
+        set_grad(leaf, g)
         return
-    if type(leaf.grad.payload) is not type(g.payload):
+    if type(held.payload) is not type(g.payload):
         # a traced backward pass meeting a gradient computed outside the trace: the compiled function
         # would add that one gradient again on every call, which is not what running it eagerly does
         raise RuntimeError(
             f"a leaf {leaf.spec!r} already holds a gradient from outside the traced function; "
             "clear it first (optimizer.zero_grad(), or .grad = None) inside the function or before it"
         )
-    held = leaf.grad
     if _in_place(leaf, held, g):
         # PyTorch's AccumulateGrad: `.grad += g`, the same tensor (one holding it sees the sum); NumPy's
-        # add, one exact rounding as the kernel's, without noting a write: a noted write makes every later
-        # backward pass check every node (an op that saved this `.grad` is not told, where PyTorch raises)
+        # add, one exact rounding as the kernel's; a write, noted: a node that saved this `.grad` raises
         np.add(held.payload, g.payload, out=held.payload)
+        versions.note_write(held.payload)
     else:
-        leaf.grad = held + g
+        set_grad(leaf, held + g)
 
 
 def _in_place(leaf: Tensor, held: Tensor, g: Tensor) -> bool:

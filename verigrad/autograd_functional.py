@@ -180,11 +180,19 @@ def _grads(
     return grad(outs, xs, grad_outputs=gs, retain_graph=True, create_graph=create_graph, allow_unused=True)
 
 
-def _filled(gs: Any, xs: tuple[Tensor, ...], strict: bool, what: str) -> tuple[Tensor, ...]:
-    """The gradients with zeros for the inputs they do not reach, or (strict) PyTorch's RuntimeError."""
+def _filled(
+    gs: Any, xs: tuple[Tensor, ...], strict: bool, what: str, create_graph: bool = False
+) -> tuple[Tensor, ...]:
+    """The gradients with zeros for the inputs they do not reach, or (strict) PyTorch's RuntimeError; with
+    create_graph too, a gradient without a graph of its own (a constant) raises, as PyTorch's."""
     for j, g in enumerate(gs):
         if g is None and strict:
             raise RuntimeError(f"{what} is independent of input {j}. This is not allowed in strict mode.")
+        if g is not None and strict and create_graph and not g.requires_grad:
+            raise RuntimeError(
+                f"The jacobian of the user-provided function is independent of input {j}. This is not "
+                "allowed in strict mode when create_graph=True."
+            )
     return tuple(zeros_like(x) if g is None else g for x, g in zip(xs, gs))
 
 
@@ -205,7 +213,7 @@ def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool, strict: bo
     per_input: list[list[Tensor]] = [[] for _ in xs]
     for i in range(flat.shape[0]):
         gs = _grads((flat[i],), xs, create_graph=create_graph)
-        gs = _filled(gs, xs, strict, f"Output {i} of the user-provided function")
+        gs = _filled(gs, xs, strict, f"Output {i} of the user-provided function", create_graph)
         for j, g in enumerate(gs):
             per_input[j].append(g)
     out = []
@@ -273,7 +281,7 @@ def vjp(
         outputs, out_tuple = _as_tuple(func(*xs), "outputs of the user-provided function", "vjp")
         seeds = _v_or_one(v, outputs, "the user-provided function returns", "vjp")
         gs = _grads(outputs, xs, seeds, create_graph)
-    gs = _filled(gs, xs, strict, "The output of the user-provided function")
+    gs = _filled(gs, xs, strict, "The output of the user-provided function", create_graph)
     gs = tuple(g if create_graph else g.detach() for g in gs)
     values = tuple(o if create_graph else o.detach() for o in outputs)
     return (values if out_tuple else values[0]), (gs if in_tuple else gs[0])

@@ -1,6 +1,8 @@
 """The autograd graph's nodes: `Node`, how a tensor was made (a tensor's `grad_fn`), and PyTorch's view
 of the graph from it: `name()`, `next_functions` ((node, index) per input: the input's own node, an
-`AccumulateGrad` for a leaf that requires grad, None for an input that takes no gradient)."""
+`AccumulateGrad` for a leaf that requires grad, None for an input that takes no gradient), its hooks
+(`register_hook`, `register_prehook`, kept beside the nodes: most have none), `metadata`, and a custom
+Function's context read through its node (`needs_input_grad`, `saved_tensors`, `apply`), as PyTorch's."""
 
 from __future__ import annotations
 
@@ -56,6 +58,95 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
+
+    def register_prehook(self, hook: Callable[[tuple], tuple | None]) -> RemovableHandle:
+        """hook(grad_outputs) before this node's backward runs; what it returns (not None) replaces them."""
+        return _add_hook(self, 1, hook)
+
+    def register_hook(self, hook: Callable[[tuple, tuple], tuple | None]) -> RemovableHandle:
+        """hook(grad_inputs, grad_outputs) after this node's backward ran; what it returns (not None)
+        replaces grad_inputs."""
+        return _add_hook(self, 2, hook)
+
+    @property
+    def metadata(self) -> dict:
+        """A dict of the caller's, kept while the node lives (PyTorch's grad_fn.metadata)."""
+        return _entry(self)[3]
+
+    def apply(self, *grads: Any) -> Any:
+        """A custom Function's backward on `grads` (PyTorch's grad_fn.apply)."""
+        fn, ctx = getattr(self.op, "fn", None), self._ctx()
+        if fn is None or ctx is None:
+            raise AttributeError(f"'{self.name()}' object has no attribute 'apply'")
+        return fn.backward(ctx, *grads)
+
+    def _ctx(self) -> Any:
+        params = object.__getattribute__(self, "params")
+        return params.get("ctx") if isinstance(params, dict) else None
+
+    def __getattr__(self, name: str) -> Any:
+        # a custom Function's node is its ctx in PyTorch: needs_input_grad, saved_tensors, its own fields
+        ctx = None if name.startswith("__") else self._ctx()
+        if ctx is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return getattr(ctx, name)
+
+
+class RemovableHandle:
+    """What a `register_hook` returns: `remove()` takes the hook off again."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+# id(node) -> (the node, weakly; its prehooks; its hooks; its metadata), for the nodes that have any
+NODE_HOOKS: dict[int, tuple[weakref.ref, list, list, dict]] = {}
+
+
+def _entry(node: Node) -> tuple[weakref.ref, list, list, dict]:
+    key = id(node)
+    entry = NODE_HOOKS.get(key)
+    if entry is None or entry[0]() is not node:
+        entry = NODE_HOOKS[key] = (
+            weakref.ref(node, lambda _, key=key: NODE_HOOKS.pop(key, None)),
+            [],
+            [],
+            {},
+        )
+    return entry
+
+
+def _add_hook(node: Node, which: int, hook: Callable) -> RemovableHandle:
+    if not callable(hook):
+        raise TypeError(f"a node's hook must be a function, not {type(hook).__name__}")
+    hooks = _entry(node)[which]
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def run_prehooks(entry: tuple, g: Any) -> Any:
+    """The gradient of a node's output after its prehooks (`entry`, from NODE_HOOKS)."""
+    for hook in list(entry[1]):
+        replaced = hook((g,))
+        if replaced is not None:
+            g = replaced[0]
+    return g
+
+
+def run_hooks(entry: tuple, step: Any, g: Any) -> tuple:
+    """A node's gradients for its inputs (`step`) after its hooks (`entry`, from NODE_HOOKS)."""
+    step = tuple(step)
+    for hook in list(entry[2]):
+        replaced = hook(step, (g,))
+        if replaced is not None:
+            if len(replaced) != len(step):
+                raise RuntimeError(f"a node's hook returned {len(replaced)} gradients for {len(step)} inputs")
+            step = tuple(replaced)
+    return step
 
 
 class AccumulateGrad(Node):

@@ -27,7 +27,7 @@ import numpy as np
 from . import modes, versions
 from .autograd import BASE_WRITTEN, MULTI_OUTPUT_TAIL, Node, reads, refused_piece, regenerate, view_base
 from .ops import take, tensor, where, zeros_like
-from .tensor import Tensor
+from .tensor import Tensor, set_requires_grad
 
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -135,11 +135,11 @@ def write(target: Tensor, value: Tensor) -> None:
         _move_hooks(t, olds[id(t)][1])
     bases = tuple(weakref.ref(b) for b in chain[1:])  # weak: a base no one holds needs no new history
     target._node = Node(_Assign, (olds[id(target)][1], value), {"feeds": feeds, "bases": bases})
-    target.requires_grad = True
+    set_requires_grad(target, True)
     for i, base in enumerate(chain[1:], 1):
         params = {"positions": _placement(base.payload, target.payload), "bases": bases[i:]}
         base._node = Node(_AssignView, (olds[id(base)][1], target), params)
-        base.requires_grad = True
+        set_requires_grad(base, True)
     for t in chain:
         _remake_views(t, tick, None)
 
@@ -205,25 +205,25 @@ def _remake_views(base: Tensor, tick: int, refused: str | None) -> None:
         why = refused or _why_refused(how)
         versions.redirect(view, tick, Tensor(view.spec, view.payload))
         view._node = Node(op, inputs, params) if why is None else Node(_RefusedView, (base,), {"why": why})
-        view.requires_grad = True
+        set_requires_grad(view, True)
         _remake_views(view, tick, why)
 
 
 def _snapshot(t: Tensor, copy: bool) -> Tensor:
     """A tensor with t's history and its values (a copy) or memory (not copied: it will change)."""
     old = Tensor(t.spec, t.payload.copy() if copy else t.payload)
-    old._node, old.requires_grad = t._node, t.requires_grad
+    old._node = t._node
+    set_requires_grad(old, t.requires_grad)
     if not copy:
         versions.pin(old)  # its history is that before the write, which its memory will not show
     return old
 
 
 def _reads_output(t: Tensor) -> bool:
-    """Whether the backward of the node that made `t` reads t's values."""
-    if t._node is None:
-        return False
-    listed = reads(t._node)
-    return listed is None or -1 in listed
+    """Whether the backward of the node that made `t` may read t's values, kept then as a copy; not where
+    it certainly reads them (exp, relu, sigmoid...: PyTorch saves their output, and its version check
+    raises at backward once it was written in place; so does verigrad's, on the memory kept)."""
+    return t._node is not None and reads(t._node) is None
 
 
 def _move_hooks(t: Tensor, old: Tensor) -> None:

@@ -9,6 +9,7 @@ module imports none of them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,8 +24,9 @@ Axis = int | Sequence[int] | None
 _NONE: Any = object()  # an argument not given
 
 
-class Tensor:
-    """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
+class _Slots:
+    """Tensor's memory: its slots (vg_eager writes them by offset); `Tensor` puts PyTorch's checks in front of
+    two of them, `grad` and `requires_grad`, as properties over these."""
 
     # `_view` and `_views`, unset on most tensors: how a view made without history was made, and the views
     # made so of this tensor (weak references), which a recorded in-place write gives a history (inplace.py)
@@ -39,6 +41,17 @@ class Tensor:
         "requires_grad",
         "spec",
     )
+
+
+_GRAD, _REQUIRES_GRAD = _Slots.__dict__["grad"], _Slots.__dict__["requires_grad"]
+# unchecked, without a warning: autograd's own reads and writes
+grad_of, set_grad, set_requires_grad = _GRAD.__get__, _GRAD.__set__, _REQUIRES_GRAD.__set__
+
+
+class Tensor(_Slots):
+    """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
+
+    __slots__ = ()
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __getstate__(self) -> Any:
@@ -49,15 +62,20 @@ class Tensor:
             state[1].pop("_views", None)
         return state
 
+    def __setstate__(self, state: Any) -> None:
+        """The slots as `__getstate__` gave them, unchecked (a copy's `grad` comes before its spec)."""
+        for name, value in (state[1] if isinstance(state, tuple) else state or {}).items():
+            _Slots.__dict__[name].__set__(self, value)
+
     def __init__(self, spec: Any = _NONE, data: Any = _NONE, *sizes: int, requires_grad: bool = False):
         if not isinstance(spec, Spec):  # PyTorch's legacy constructor: Tensor([1, 2]), Tensor(2, 3)
             spec, data = _legacy_payload(f32, tuple(a for a in (spec, data, *sizes) if a is not _NONE))
         self.spec = spec
         self.payload = data
-        self.grad: Tensor | None = None
+        set_grad(self, None)
         self._node: Any = None  # the autograd record of the op that made this tensor
         self._hooks: list | None = None  # register_hook's functions
-        self.requires_grad = False
+        set_requires_grad(self, False)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -195,10 +213,41 @@ class Tensor:
 
     # autograd and device ------------------------------------------------------------------------
     def requires_grad_(self, flag: bool = True) -> Tensor:
-        if flag and not self.dtype.is_float:
-            raise TypeError(f"only floating tensors can require gradients, not {self.dtype.name}")
-        self.requires_grad = flag
+        """PyTorch's: a non-leaf can not be cut off its graph (flag False), an integer tensor not take a
+        gradient (RuntimeError, as PyTorch's)."""
+        if self._node is not None:
+            if not flag:
+                raise RuntimeError(_LEAF_ONLY + _DETACH_HINT)
+            return self
+        _refuse_integer_grad(self, flag)
+        set_requires_grad(self, bool(flag))
         return self
+
+    def _set_requires_grad(self, flag: bool) -> None:
+        # PyTorch's property setter: any non-leaf raises, even one already requiring grad
+        if self._node is not None:
+            raise RuntimeError(_LEAF_ONLY + ("" if flag else _DETACH_HINT))
+        _refuse_integer_grad(self, flag)
+        set_requires_grad(self, bool(flag))
+
+    requires_grad = property(_REQUIRES_GRAD.__get__, _set_requires_grad)
+
+    def _set_grad(self, value: Tensor | None) -> None:
+        # PyTorch's checks of `.grad = g`: a tensor (or None) of this tensor's shape and dtype, not itself
+        if value is not None:
+            _refuse_grad(self, value)
+        set_grad(self, value)
+
+    def _del_grad(self) -> None:
+        set_grad(self, None)
+
+    def _get_grad(self) -> Tensor | None:
+        g = _GRAD.__get__(self)
+        if g is None and self._node is not None and not self.retains_grad:
+            warnings.warn(_NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
+
+    grad = property(_get_grad, _set_grad, _del_grad)
 
     def detach(self) -> Tensor:
         return Tensor(self.spec, self.payload)
@@ -215,6 +264,10 @@ class Tensor:
     def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"Tensor.data must be set to a Tensor, not {type(value).__name__}")
+        if self.requires_grad and not value.dtype.is_float:
+            raise RuntimeError(
+                "data set to a tensor that requires gradients must be floating point or complex dtype"
+            )
         self.spec, self.payload = value.spec, value.payload
 
     @property
@@ -247,6 +300,45 @@ class Tensor:
     @property
     def device(self) -> device:
         return CPU
+
+
+_NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute "
+    "won't be populated during autograd.backward(). If you indeed want the .grad field to be populated for "
+    "a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor."
+)
+_LEAF_ONLY = "you can only change requires_grad flags of leaf variables."
+_DETACH_HINT = (
+    " If you want to use a computed variable in a subgraph that doesn't require differentiation use "
+    "var_no_grad = var.detach()."
+)
+
+
+def _refuse_integer_grad(t: Tensor, flag: Any) -> None:
+    if flag and not (t.dtype.is_float or t.dtype.is_complex):
+        raise RuntimeError(
+            f"only Tensors of floating point and complex dtype can require gradients (got {t.dtype.name})"
+        )
+
+
+def _refuse_grad(t: Tensor, g: Any) -> None:
+    """PyTorch's refusals of `t.grad = g`."""
+    if not isinstance(g, Tensor):
+        raise TypeError(
+            f"assigned grad expected to be a Tensor or None but got grad of type {type(g).__name__}"
+        )
+    if g is t:
+        raise RuntimeError("can't assign Variable as its own grad")
+    if g.dtype is not t.dtype:
+        raise RuntimeError(
+            f"attempting to assign a gradient with dtype '{g.dtype.name}' to a tensor with dtype "
+            f"'{t.dtype.name}'. Please ensure that the gradient and the tensor have the same dtype"
+        )
+    if tuple(g.shape) != tuple(t.shape):
+        raise RuntimeError(
+            f"attempting to assign a gradient of size '{list(g.shape)}' to a tensor of size "
+            f"'{list(t.shape)}'. Please ensure that the gradient and the tensor are the same size"
+        )
 
 
 def describe(x: Any) -> str:

@@ -71,6 +71,7 @@ from .tensor_methods_in_place import (
     in_place,
     refuse_overlapping_setitem,
     shape_arg,
+    version_counter,
     view_in_place,
 )
 from .typeinfo import strided
@@ -250,10 +251,11 @@ def storage_offset(self: Tensor) -> int:
 
 @adapted
 def detach_(self: Tensor) -> Tensor:
-    """This tensor without its history and not requiring grad, in place (PyTorch's detach_)."""
-    if getattr(self, "_view", None) is not None and self.requires_grad:
-        raise RuntimeError("Tensor.detach_: can't detach views in place (as PyTorch); use detach()")
-    self._node, self.requires_grad = None, False
+    """This tensor without its history and not requiring grad, in place (PyTorch's detach_); a view, with
+    history or not, raises as PyTorch's."""
+    if getattr(self, "_view", None) is not None or autograd.view_base(self) is not None:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+    self._node, self.requires_grad = None, False  # a leaf by then: the property lets it
     return self
 
 
@@ -759,6 +761,7 @@ PROPERTIES = {
     "nbytes": nbytes,
     "itemsize": itemsize,
     "retains_grad": retains_grad,
+    "_version": version_counter,
     "layout": layout,
     "real": numeric.real,  # a real tensor's real part is itself
     "imag": imag,  # raises, as PyTorch's for a real tensor

@@ -13,12 +13,20 @@ from typing import Any
 
 import numpy as np
 
+from . import versions
 from .dtypes import can_cast, f64
 from .errors import DTypeError, ShapeError
 from .functions import distributions, pointwise
 from .ops import binary, bitwise, creation
 from .shapes import Spec
 from .tensor import Tensor, describe
+
+
+def version_counter(self: Tensor) -> int:
+    """PyTorch's `_version`: the in-place writes of this tensor's memory so far (shared by its views and
+    aliases; `.data`'s writes count too, where PyTorch gives `.data` a counter of its own)."""
+    payload = self.payload
+    return versions.version(payload) if type(payload) is np.ndarray else 0
 
 
 def in_place(name: str) -> Callable[..., Tensor]:

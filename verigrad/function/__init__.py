@@ -22,7 +22,7 @@ from ..dtypes import f32
 from ..inplace import _move_hooks
 from ..ops.creation import full_op
 from ..shapes import Spec
-from ..tensor import Tensor
+from ..tensor import Tensor, set_requires_grad
 from .ctx import FunctionCtx, backward_grads, default_backward, default_setup_context, run_forward
 from .traced import traced_apply
 
@@ -188,7 +188,8 @@ def _record(
     for t in inputs:
         if id(t) in dirty:
             old = Tensor(t.spec, t.payload)
-            old._node, old.requires_grad = t._node, t.requires_grad
+            old._node = t._node
+            set_requires_grad(old, t.requires_grad)
             versions.pin(old)
             olds[id(t)] = old
             _move_hooks(t, old)  # as PyTorch's: its hooks take the gradient of it as it was
@@ -206,7 +207,7 @@ def _record(
         if wanted[0]:
             o._node = Node(op, held, params)
             ctx._node = weakref.ref(o._node)
-            o.requires_grad = True
+            set_requires_grad(o, True)
         return o
     ctx._grads = [None] * len(results)
     pack = Tensor(_PACK_SPEC, np.empty(0, np.float32))
@@ -214,7 +215,8 @@ def _record(
     ctx._node = weakref.ref(pack._node)
     for k, o in enumerate(results):
         if wanted[k]:
-            o._node, o.requires_grad = Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), True
+            o._node = Node(_Unpack, (pack,), {"ctx": ctx, "index": k})
+            set_requires_grad(o, True)
     return tuple(results)
 
 
@@ -237,7 +239,8 @@ def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
         for r in items:
             if isinstance(r, Tensor) and r.dtype.is_float:
                 m = Tensor(r.spec, r.payload)
-                m._node, m.requires_grad = Node(_Twice, tracked, {}), True
+                m._node = Node(_Twice, tracked, {})
+                set_requires_grad(m, True)
                 r = m
             marked.append(r)
         return tuple(marked) if isinstance(result, tuple) else marked[0]

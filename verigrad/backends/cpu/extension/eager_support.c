@@ -4,9 +4,13 @@
  * warnings off, and whether EagerMode.run is the original. Compiled after eager.h, before vg_eager.c, as one
  * translation unit with them. */
 
-/* the offset of slot `name` of `type` (a member descriptor in its dict) */
+/* the offset of slot `name` of `type` (a member descriptor in its dict, else in its base's: Tensor's slots
+ * are its base's, two of them behind properties) */
 static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *out) {
     PyObject *d = PyDict_GetItemString(type->tp_dict, name);
+    PyTypeObject *base = type->tp_base;
+    if ((d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) && base != NULL && base != &PyBaseObject_Type)
+        return offset_of(base, name, out);
     if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
         PyErr_Format(PyExc_TypeError, "vg_eager: %s.%s is not a slot", type->tp_name, name);
         return -1;
