@@ -631,6 +631,14 @@ def _in_place(leaf: Tensor, held: Tensor, g: Tensor) -> bool:
 _SUMMED_IN_PLACE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+_CYCLE = (
+    "Using backward() with create_graph=True will create a reference cycle between the parameter and its "
+    "gradient which can cause a memory leak. We recommend using autograd.grad when creating the graph to "
+    "avoid this. If you have to use this function, make sure to reset the .grad fields of your parameters "
+    "to None after use to break the cycle and avoid the leak."
+)
+
+
 def backward(
     tensors: Tensor | Sequence[Tensor],
     grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
@@ -644,6 +652,8 @@ def backward(
     roots = _as_tensors(tensors, "backward()")
     if not roots:
         raise RuntimeError("backward() got no tensors to differentiate")
+    if create_graph:
+        warnings.warn(_CYCLE, UserWarning, stacklevel=2)
     retain = create_graph if retain_graph is None else bool(retain_graph)
     targets = None if inputs is None else _as_tensors(inputs, "backward(inputs=...)")
     if targets is not None:

@@ -9,6 +9,7 @@ module imports none of them.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -55,16 +56,34 @@ class Tensor(_Slots):
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __getstate__(self) -> Any:
-        """object's state (for pickle and copy) without the record of views: a copy is no view."""
-        state = object.__getstate__(self)
-        if isinstance(state, tuple) and state[1]:
-            state[1].pop("_view", None)
-            state[1].pop("_views", None)
-        return state
+        """The slots (for pickle and copy; read unchecked: a non-leaf's `grad` warns) without the history
+        and the record of views: a copy is a leaf (requiring grad as this tensor), and no view."""
+        slots = {}
+        for name in _Slots.__slots__[1:]:
+            try:
+                slots[name] = _Slots.__dict__[name].__get__(self)
+            except AttributeError:  # an unset slot
+                continue
+        for name in ("_node", "_view", "_views"):
+            slots.pop(name, None)
+        return None, slots
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A copy of a leaf (its values, grad and requires_grad); a non-leaf raises, as PyTorch's."""
+        if self._node is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
+                "the moment."
+            )
+        copied = memo[id(self)] = type(self).__new__(type(self))
+        copied.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return copied
 
     def __setstate__(self, state: Any) -> None:
         """The slots as `__getstate__` gave them, unchecked (a copy's `grad` comes before its spec)."""
-        for name, value in (state[1] if isinstance(state, tuple) else state or {}).items():
+        slots = {"_node": None, "_hooks": None, "grad": None, "requires_grad": False}
+        slots.update(state[1] if isinstance(state, tuple) else state or {})
+        for name, value in slots.items():
             _Slots.__dict__[name].__set__(self, value)
 
     def __init__(self, spec: Any = _NONE, data: Any = _NONE, *sizes: int, requires_grad: bool = False):

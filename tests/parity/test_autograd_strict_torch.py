@@ -7,6 +7,8 @@ type of the error raised and the categories of the warnings."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -269,6 +271,38 @@ def grad_of_a_retained_non_leaf_read(lib):
     b.retain_grad()
     b.sum().backward()
     return b.grad
+
+
+@case
+def deepcopy_of_a_non_leaf(lib):
+    return copy.deepcopy(x(lib) * 2)
+
+
+@case
+def deepcopy_of_a_leaf_with_its_grad(lib):
+    a = x(lib)
+    (a * 2).sum().backward()
+    c = copy.deepcopy(a)
+    return c, c.grad, c.requires_grad, c.grad is a.grad
+
+
+@case
+def pickle_of_a_non_leaf(lib):
+    b = pickle.loads(pickle.dumps(x(lib) * 2))
+    return b, b.requires_grad, b.is_leaf
+
+
+@case
+def backward_with_create_graph_warns_of_the_cycle(lib):
+    a = x(lib)
+    (a * 2).sum().backward(create_graph=True)
+    return a.grad
+
+
+@case
+def autograd_grad_with_create_graph_does_not_warn(lib):
+    a = x(lib)
+    return lib.autograd.grad((a.exp()).sum(), a, create_graph=True)
 
 
 # detach_ ------------------------------------------------------------------------------------------
