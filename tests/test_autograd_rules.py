@@ -87,14 +87,17 @@ def test_a_shared_part_of_a_freed_graph_raises_too() -> None:
         (h * 3).sum().backward()
 
 
-def test_every_node_a_pass_goes_through_is_freed() -> None:
-    """PyTorch lets ops that saved no tensors (add, sum) run backward again; verigrad frees every node
-    (the README lists the difference)."""
+def test_a_node_that_saved_nothing_runs_again_one_that_saved_a_value_raises() -> None:
+    """As PyTorch's: add and sum save no tensor, so a second pass through them runs; mul saved x."""
     x = _leaf([1.0, 2.0])
     y = (x + 1).sum()
     y.backward()
+    y.backward()
+    _same(x.grad, [2.0, 2.0])
+    z = (x * x).sum()
+    z.backward()
     with pytest.raises(RuntimeError, match="second time"):
-        y.backward()
+        z.backward()
 
 
 def test_retain_graph_keeps_it_for_one_more_pass() -> None:

@@ -185,7 +185,7 @@ _INPUT_ONLY = (
     "abs", "log", "log1p", "sin", "cos", "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
     "erf", "gelu", "gelu_tanh", "silu",
 )  # fmt: skip
-_READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...]]] = {
+_READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...] | None]] = {
     **dict.fromkeys(_NOTHING, ()),
     **dict.fromkeys(("take", "take_grad", "gather"), (1,)),
     # (-1: the output) their backward reads their result, not their input (PyTorch's too)
@@ -197,6 +197,7 @@ _READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ..
     "where": (0,),
     "mul": _each_other,
     "matmul": _each_other,
+    "div": lambda inputs: None if inputs[1].requires_grad else (1,),  # x's gradient reads y alone
 }
 
 
@@ -326,7 +327,7 @@ def _propagate(
             inputs = node.saved() if redirects else node.inputs
             if reaches is not None and not any(id(i) in reaches for i in inputs):
                 continue
-            if node.freed:
+            if node.freed and reads(node) != ():  # (PyTorch's: a node that saved nothing runs again)
                 raise RuntimeError(_FREED)
             if written:
                 _check_unmodified(t, node, inputs)

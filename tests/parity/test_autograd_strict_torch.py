@@ -158,6 +158,44 @@ def grad_accumulated_into_before_an_op_saved_it(lib):
     return a.grad
 
 
+@case
+def numerator_written_after_a_division_by_a_constant(lib):
+    a = x(lib)
+    b = a * 1
+    y = b / (lib.ones(3) * 2)  # x / y saves y alone where y takes no gradient
+    b.add_(1)
+    y.sum().backward()
+    return a.grad
+
+
+@case
+def denominator_written_after_a_division(lib):
+    a = x(lib)
+    c = lib.ones(3) * 2
+    y = a / c
+    c.add_(1)
+    y.sum().backward()
+    return a.grad
+
+
+def _twice(make: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
+    def call(lib):
+        a = x(lib)
+        y = make(lib, a)
+        y.backward()
+        y.backward()  # a node that saved nothing runs again; one that saved a value raises
+        return a.grad
+
+    return call
+
+
+CASES["second_backward_through_a_sum"] = _twice(lambda lib, a: a.sum())
+CASES["second_backward_through_an_add"] = _twice(lambda lib, a: (a + 1).sum())
+CASES["second_backward_through_a_reshape"] = _twice(lambda lib, a: a.reshape(3, 1).mean())
+CASES["second_backward_through_a_product_by_a_constant"] = _twice(lambda lib, a: (a * 2).sum())
+CASES["second_backward_through_an_exp"] = _twice(lambda lib, a: a.exp().sum())
+
+
 # requires_grad ------------------------------------------------------------------------------------
 @case
 def requires_grad_true_set_on_a_non_leaf(lib):
