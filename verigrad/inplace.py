@@ -29,7 +29,7 @@ from .autograd import BASE_WRITTEN, MULTI_OUTPUT_TAIL, Node, reads, refused_piec
 from .ops import take, tensor, where, zeros_like
 from .tensor import Tensor, set_requires_grad
 
-_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+LEAF_IN_PLACE = _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 _STALE_VIEW = (
     "an in-place write through a view written in place before, whose memory was then written through "

@@ -17,6 +17,8 @@ from . import versions
 from .dtypes import can_cast, f64
 from .errors import DTypeError, ShapeError
 from .functions import distributions, pointwise
+from .grad_mode import is_grad_enabled
+from .inplace import LEAF_IN_PLACE
 from .ops import binary, bitwise, creation
 from .shapes import Spec
 from .tensor import Tensor, describe
@@ -219,10 +221,13 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
 
 def view_in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)` (squeeze_, unsqueeze_, t_, transpose_, ...): x becomes its view x.name(*args), as
-    PyTorch's, for a tensor without gradient (the usual case: reshaping data in place)."""
+    PyTorch's, for a tensor without history (the usual case: reshaping data in place); a leaf that
+    requires grad raises PyTorch's error where grad mode is on."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if self.requires_grad:
+        if self.requires_grad and self.is_leaf and is_grad_enabled():
+            raise RuntimeError(LEAF_IN_PLACE)  # PyTorch's; under no_grad the leaf becomes the view
+        if self.requires_grad and not self.is_leaf:
             raise NotImplementedError(
                 f"Tensor.{name}_: changing the shape in place of a tensor that requires grad is not "
                 f"supported; write x = x.{name}(...)"

@@ -252,6 +252,22 @@ def data_of_an_integer_tensor_set_on_one_requiring_grad(lib):
     return a
 
 
+@case
+def shape_changed_in_place_on_a_leaf_requiring_grad(lib):
+    a = lib.ones(2, 3, requires_grad=True)
+    a.t_()
+    return a
+
+
+@case
+def shape_changed_in_place_on_a_leaf_under_no_grad(lib):
+    a = lib.ones(2, 3, requires_grad=True)
+    with lib.no_grad():
+        a.unsqueeze_(0)
+    (a * 2).sum().backward()
+    return a.grad, a.is_leaf
+
+
 # .grad -------------------------------------------------------------------------------------------
 @case
 def grad_set_of_another_shape(lib):
