@@ -196,8 +196,8 @@ def _packed(pieces: TokenBytes, merges: StringArray) -> np.ndarray | None:
 
 def _read(file: Path, count: int) -> np.ndarray | None:
     """The packed arrays cached in `file`, or None where there are none (or they are not such arrays)."""
-    try:
-        packed = np.load(file, allow_pickle=False)
+    try:  # memory-mapped first: a damaged header's shape is checked against the file's size, not allocated
+        packed = np.array(np.load(file, mmap_mode="r", allow_pickle=False))
     except (OSError, ValueError, EOFError):
         return None
     if packed.dtype != np.int64 or packed.ndim != 1 or packed.size < 256 or (packed.size - 256) % 3:

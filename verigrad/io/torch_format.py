@@ -353,7 +353,7 @@ def read_archive(
             return _Reader(name, archive, location_map, encoding).load()
     except (WeightFileError, MapLocationError):
         raise
-    except _DAMAGE as e:
+    except (*_DAMAGE, OSError) as e:  # OSError: a zip directory's offset that no seek reaches
         raise WeightFileError(f"{name}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
 
 
@@ -561,8 +561,11 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
     return allowed
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs."""
+class _RestrictedUnpickler(pickle._Unpickler):
+    """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs.
+
+    pickle's Python unpickler, not its C one: the C one trusts a memo index to size its memo table (a
+    5-byte `r` opcode with index 2**32 - 1 asks for 32 GiB); this one keeps the memo in a dict."""
 
     def __init__(self, file: io.BytesIO, reader: _Reader, encoding: str) -> None:
         super().__init__(file, encoding=encoding)
