@@ -565,12 +565,24 @@ class _RestrictedUnpickler(pickle._Unpickler):
     """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs.
 
     pickle's Python unpickler, not its C one: the C one trusts a memo index to size its memo table (a
-    5-byte `r` opcode with index 2**32 - 1 asks for 32 GiB); this one keeps the memo in a dict."""
+    5-byte `r` opcode with index 2**32 - 1 asks for 32 GiB); this one keeps the memo in a dict, and every
+    other length it reads is read as far as the stream goes, but BYTEARRAY8's, checked here first."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
 
     def __init__(self, file: io.BytesIO, reader: _Reader, encoding: str) -> None:
         super().__init__(file, encoding=encoding)
         self._reader = reader
         self._allowed = _allowed_names(reader)
+        self._size = len(file.getbuffer())
+
+    def _load_bytearray8(self) -> None:
+        (size,) = struct.unpack("<Q", self.read(8))
+        if size > self._size:
+            raise pickle.UnpicklingError(f"a bytearray of {size} bytes in a pickle of {self._size}")
+        self.append(bytearray(self.read(size)))
+
+    dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
 
     def find_class(self, module: str, name: str) -> Any:
         found = self._allowed.get(f"{module}.{name}")
