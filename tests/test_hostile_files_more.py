@@ -157,6 +157,34 @@ def test_a_damaged_tokenizer_cache_is_built_again_not_allocated(fuzz, formats, t
     assert clean(result := outcome(fuzz, fuzz.load_tokenizer, path)) and result.kind == "loaded", result
 
 
+@pytest.mark.parametrize("plain", [True, False], ids=["numpy_arrays", "library_files"])
+def test_a_tokenizer_cache_changed_since_it_was_written_is_not_read(formats, tmp_path, monkeypatch, plain):
+    """A value changed in a cached file (plain.npy's arrays, the library's vocab.json) was read as another
+    tokenizer: "hello world" encoded as "hello!". Each file is now checked against its SHA-256."""
+    import json
+
+    from verigrad.io.tokenizer import Tokenizer
+
+    monkeypatch.setenv("VERIGRAD_TOKENIZER_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "tok.gguf"
+    path.write_bytes(formats["tokenizer"].seeds["tok.gguf"])
+    texts = ["hello world", "héllo wörld 😀"]
+    expected = [Tokenizer.from_gguf(path, plain=plain).encode(t, add_special=False) for t in texts]
+    if plain:
+        (file,) = (tmp_path / "cache").rglob("plain.npy")
+        arrays = np.load(file)
+        arrays[-5] = (arrays[-5] + 1) % 256  # where a merge leads, still a token of the vocabulary
+        np.save(file, arrays)
+    else:
+        (file,) = (tmp_path / "cache").rglob("vocab.json")
+        vocab = json.loads(file.read_text(encoding="utf-8"))
+        first, second = next(k for k, i in vocab.items() if i == expected[0][0]), next(iter(vocab))
+        vocab[first], vocab[second] = vocab[second], vocab[first]
+        file.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    again = Tokenizer.from_gguf(path, plain=plain)
+    assert [again.encode(t, add_special=False) for t in texts] == expected
+
+
 # writers stopped by a full disk -------------------------------------------------------------------------
 
 WRITE_UNDER_LIMIT = """
