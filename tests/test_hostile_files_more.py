@@ -185,6 +185,34 @@ def test_a_tokenizer_cache_changed_since_it_was_written_is_not_read(formats, tmp
     assert [again.encode(t, add_special=False) for t in texts] == expected
 
 
+# `verigrad train`'s checkpoint read back by `eval` -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "config, says",
+    [
+        ("[" * 100_000 + "]" * 100_000, "is not a `verigrad train` config"),  # was a RecursionError
+        ('{"data": [1]}', "unknown data set"),  # these loaded, and failed in eval's data loading
+        ('{"data": "\\ud800"}', "unknown data set"),
+        ('{"out": 3}', "out must be a string"),
+        ('{"data_dir": {"a": 1}}', "data_dir must be a string or None"),
+        ('{"compiled": 0}', "compiled must be true or false"),
+    ],
+    ids=["deep", "data_list", "data_surrogate", "out_number", "data_dir_object", "compiled_number"],
+)
+def test_a_train_checkpoint_with_a_hostile_config_is_refused_naming_the_field(tmp_path, config, says):
+    import verigrad
+    from verigrad.cli.trainer import load_model
+    from verigrad.models.cnn import digits_cnn
+
+    path = tmp_path / "model.safetensors"
+    meta = {"model": "digits_cnn", "height": "8", "width": "8", "config": config}
+    verigrad.save(dict(digits_cnn(8, 8).state_dict()), path, metadata=meta)
+    with pytest.raises(verigrad.WeightFileError, match="metadata field 'config'") as info:
+        load_model(path)
+    assert str(path) in str(info.value) and says in str(info.value)
+
+
 # writers stopped by a full disk -------------------------------------------------------------------------
 
 WRITE_UNDER_LIMIT = """
