@@ -138,6 +138,57 @@ def test_a_zip_whose_records_moved_before_its_start_is_refused(fuzz, formats, tm
     assert result.kind == "refused" and str(path) in result.detail, result
 
 
+def _tensor_then(pickled: bytes, tail: bytes) -> bytes:
+    """The seed's data.pkl with its first tensor (the bytes from its rebuild call to its memo slot) put
+    on the stack again, `tail` run on it, and the stack's top dropped before the end."""
+    start = pickled.index(b"ctorch._utils\n_rebuild_tensor_v2\n")
+    end = pickled.index(b"r\x00\x00\x00\x00") + 5
+    return pickled[:-1] + pickled[start:end] + tail + b"0."
+
+
+@pytest.mark.parametrize(
+    "tail, says",
+    [
+        (b"K\x00K\x07s", "SETITEM on a Tensor"),  # x[0] = 7, into the storage the other tensors share
+        (b"K\x07a", "APPEND on a Tensor"),
+        (b"}X\x05\x00\x00\x00shapeK\x07sb", "BUILD on a Tensor"),  # x.__dict__["shape"] = 7
+        (b"(K\x00K\x07u", "SETITEMS on a Tensor"),
+    ],
+    ids=["setitem", "append", "build", "setitems"],
+)
+def test_a_pickle_that_changes_a_tensor_in_place_is_refused(fuzz, formats, tmp_path, tail, says):
+    """pickle's SETITEM, APPEND and BUILD call the object's own __setitem__, append or set its attributes:
+    a file could write into a tensor (and the storage it shares) or give it another shape. They now run
+    on dicts, lists, sets and OrderedDicts only, as torch's weights-only unpickler allows."""
+    blob = formats["torch"].seeds["model.pt"]
+    path = tmp_path / "in_place.pt"
+    path.write_bytes(rezipped(blob, _tensor_then(data_pkl(blob), tail)))
+    result = outcome(fuzz, fuzz.load_torch, path)
+    assert result.kind == "refused" and says in result.detail, result
+
+
+def test_a_pickle_that_changes_a_dtype_is_refused(fuzz, formats, tmp_path):
+    """BUILD on torch.float32, verigrad's one f32 dtype object: its attributes were set for the whole
+    process (its name here)."""
+    blob = formats["torch"].seeds["model.pt"]
+    tail = b"ctorch\nfloat32\n}X\x04\x00\x00\x00nameX\x03\x00\x00\x00f64sb0."
+    path = tmp_path / "dtype.pt"
+    path.write_bytes(rezipped(blob, data_pkl(blob)[:-1] + tail))
+    result = outcome(fuzz, fuzz.load_torch, path)
+    assert result.kind == "refused" and "BUILD on a DType" in result.detail, result
+
+
+def test_a_state_dict_with_metadata_still_loads(formats, tmp_path):
+    """The one BUILD torch.save writes: an OrderedDict's attributes (a state dict's _metadata)."""
+    import verigrad
+
+    body = b"\x80\x02ccollections\nOrderedDict\n)R}X\t\x00\x00\x00_metadata}sb(X\x01\x00\x00\x00aK\x01u."
+    path = tmp_path / "metadata.pt"
+    path.write_bytes(rezipped(formats["torch"].seeds["model.pt"], body))
+    loaded = verigrad.load(path)
+    assert loaded == {"a": 1} and loaded._metadata == {}
+
+
 # the tokenizer's cache -----------------------------------------------------------------------------------
 
 

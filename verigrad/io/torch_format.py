@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -596,3 +597,39 @@ class _RestrictedUnpickler(pickle._Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         return self._reader.storage(pid)
+
+
+def _only_on(opcode: bytes, kinds: tuple[type, ...], target: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """pickle's `opcode`, which calls a method of the object `target(unpickler)` finds on its stack, run
+    only where that object is of one of `kinds`: a file's SETITEM on a tensor called its __setitem__
+    (writing into another tensor's memory), its BUILD on a dtype or a storage set their attributes."""
+    run = pickle._Unpickler.dispatch[opcode[0]]
+    name = pickletools.code2op[opcode.decode("latin-1")].name
+
+    def load(self: _RestrictedUnpickler) -> None:
+        found = target(self)
+        if type(found) not in kinds:
+            raise pickle.UnpicklingError(f"{name} on a {type(found).__name__}")
+        if opcode == pickle.BUILD and not (
+            isinstance(self.stack[-1], dict) and all(isinstance(k, str) for k in self.stack[-1])
+        ):
+            raise pickle.UnpicklingError(f"BUILD of an OrderedDict with a {type(self.stack[-1]).__name__}")
+        run(self)
+
+    return load
+
+
+def _under_mark(unpickler: Any) -> Any:
+    return unpickler.metastack[-1][-1]
+
+
+# the containers each opcode that changes an object may change: those torch.save writes (an OrderedDict's
+# BUILD sets its attributes, as a state dict's _metadata)
+_RestrictedUnpickler.dispatch |= {
+    pickle.SETITEM[0]: _only_on(pickle.SETITEM, (dict, OrderedDict), lambda u: u.stack[-3]),
+    pickle.SETITEMS[0]: _only_on(pickle.SETITEMS, (dict, OrderedDict), _under_mark),
+    pickle.APPEND[0]: _only_on(pickle.APPEND, (list,), lambda u: u.stack[-2]),
+    pickle.APPENDS[0]: _only_on(pickle.APPENDS, (list,), _under_mark),
+    pickle.ADDITEMS[0]: _only_on(pickle.ADDITEMS, (set,), _under_mark),
+    pickle.BUILD[0]: _only_on(pickle.BUILD, (OrderedDict,), lambda u: u.stack[-2]),
+}
