@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from verigrad.errors import VerigradError
 
-FORMATS = ("gguf", "safetensors", "idx", "tokenizer", "templates")
+FORMATS = ("gguf", "safetensors", "torch", "idx", "tokenizer", "templates")
 TEXTS = ["hello world", "héllo wörld 😀\n\tcode: x ** 2", "<|im_start|>user\nhi<|im_end|>"]
 MESSAGES = [
     {"role": "system", "content": "Be brief."},
@@ -122,6 +122,46 @@ def safetensors_seed(path: Path) -> bytes:
     }
     save_file(tensors, str(path), metadata={"format": "pt"})
     return path.read_bytes()
+
+
+def torch_seed(path: Path) -> bytes:
+    """A torch.save checkpoint (verigrad's writer): f32 with a transposed view sharing its storage, f16,
+    bf16, i64 and bool tensors, a parameter that requires grad, and plain values in nested containers."""
+    import verigrad
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((4, 6)).astype(np.float32)
+    state = {
+        "w": base,
+        "w.T": base.T,
+        "h": rng.standard_normal(5).astype(np.float16),
+        "bf": verigrad.tensor(rng.standard_normal(3).astype(np.float32)).to(verigrad.bfloat16),
+        "i": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "b": np.array([True, False]),
+        "p": verigrad.tensor(np.ones(2, np.float32), requires_grad=True),
+        "meta": {"step": 3, "lr": 0.1, "names": ["a", "b"], "none": None, "pair": (1, 2.5)},
+    }
+    verigrad.save(state, path)
+    return path.read_bytes()
+
+
+def mutate_archive(data: bytes, rng: random.Random) -> bytes:
+    """A zip archive with its records' bytes mutated (data.pkl always, each other record sometimes) and
+    written again, so that the mutations get past the archive's checksums; else the file's own bytes."""
+    import io
+    import zipfile
+
+    if rng.random() < 0.3:
+        return mutate_bytes(data, rng)
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as archive:
+        for info in source.infolist():
+            blob = source.read(info)
+            if info.filename.endswith("/data.pkl") or rng.random() < 0.15:
+                blob = mutate_bytes(blob, rng)
+            archive.writestr(info.filename, blob)
+    return out.getvalue()
 
 
 def idx_seeds() -> dict[str, bytes]:
@@ -252,6 +292,23 @@ def load_safetensors(path: Path) -> None:
             raise Wrong(f"tensor {name}: shape {t.shape} but {t.numpy().shape} values")
 
 
+def load_torch(path: Path) -> None:
+    import verigrad
+
+    def check(value: object, where: str) -> None:
+        if isinstance(value, verigrad.Tensor):
+            if tuple(value.numpy().shape) != tuple(value.shape):
+                raise Wrong(f"{where}: shape {tuple(value.shape)} but {value.numpy().shape} values")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                check(item, f"{where}[{key!r}]")
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                check(item, f"{where}[{i}]")
+
+    check(verigrad.load(path), "the checkpoint")
+
+
 def load_idx(path: Path) -> None:
     from verigrad.data import load_mnist
 
@@ -291,21 +348,25 @@ class Format:
     load: Callable[[Path], None]
     text: bool = False  # mutate as text (templates)
     gzip_too: bool = False  # also gzip the mutated file, half the time
+    mutate: Callable[[bytes, random.Random], bytes] = mutate_bytes
 
 
 def formats(folder: Path) -> dict[str, Format]:
     """The formats with their seeds; the loaders' modules imported here, once, not in every child."""
     import verigrad.data
     import verigrad.io.chat_template
+    import verigrad.io.checkpoint
     import verigrad.io.gguf
     import verigrad.io.tokenizer  # noqa: F401
 
     safetensors = {"model.safetensors": safetensors_seed(folder / "s.safetensors")}
+    torch = {"model.pt": torch_seed(folder / "s.pt")}
     tokenizer = {"tok.gguf": gguf_seed(folder / "tok.gguf", tokenizer_only=True)}
     templates = {f"t{i}.jinja": t.encode() for i, t in enumerate(TEMPLATES)}
     return {
         "gguf": Format("gguf", {"model.gguf": gguf_seed(folder / "seed.gguf")}, load_gguf),
         "safetensors": Format("safetensors", safetensors, load_safetensors),
+        "torch": Format("torch", torch, load_torch, mutate=mutate_archive),
         "idx": Format("idx", idx_seeds(), load_idx, gzip_too=True),
         "tokenizer": Format("tokenizer", tokenizer, load_tokenizer),
         "templates": Format("templates", templates, load_template, text=True),
@@ -411,7 +472,7 @@ def fuzz(fmt: Format, cases: int, seed: int, time_limit: float, memory_mib: int,
                 if fmt.text:
                     mutated = mutate_template(blob.decode(), rng).encode("utf-8", "surrogatepass")
                 else:
-                    mutated = mutate_bytes(blob, rng)
+                    mutated = fmt.mutate(blob, rng)
                 gz = fmt.gzip_too and rng.random() < 0.5
                 path = folder / (name + (".gz" if gz else ""))
                 path.write_bytes(gzip.compress(mutated, mtime=0) if gz else mutated)

@@ -77,6 +77,6 @@ def test_bad_options_are_refused(fuzz, capsys):
     with pytest.raises(SystemExit):
         fuzz.main(["--formats", "gguf,pdf"])
     assert (
-        "--formats: pdf; the formats are gguf, safetensors, idx, tokenizer, templates"
+        "--formats: pdf; the formats are gguf, safetensors, torch, idx, tokenizer, templates"
         in capsys.readouterr().err
     )

@@ -51,6 +51,7 @@ from .train_loop import (
 )
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
+DATA_SETS = ("digits", "mnist")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
 
 
@@ -86,6 +87,16 @@ class TrainConfig:
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+        # a checkpoint's config is read back into this class: every field of its type
+        if self.data not in DATA_SETS:
+            raise ValueError(f"unknown data set {self.data!r}: use 'digits' or 'mnist'")
+        for name, optional in (("out", False), ("backend", False), ("data_dir", True), ("resume", True)):
+            value = getattr(self, name)
+            if not (isinstance(value, str) or (optional and value is None)):
+                kind = "a string or None" if optional else "a string"
+                raise ValueError(f"{name} must be {kind}, got {value!r:.60}")
+        if not isinstance(self.compiled, bool):
+            raise ValueError(f"compiled must be true or false, got {self.compiled!r:.60}")
 
 
 @dataclass
@@ -108,7 +119,7 @@ def load_data(data: str, data_dir: str | None, seed: int) -> tuple[np.ndarray, .
         if data_dir is None:
             raise ValueError("--data mnist needs --data-dir DIR with MNIST's four IDX files")
         return (*load_mnist(data_dir, "train"), *load_mnist(data_dir, "test"))
-    raise ValueError(f"unknown data set {data!r}: use 'digits' or 'mnist'")
+    raise ValueError(f"unknown data set {data!r}: use {' or '.join(map(repr, DATA_SETS))}")
 
 
 def make_optimizer(name: str, params: Iterable[Tensor], lr: float | None) -> Optimizer:
@@ -210,7 +221,7 @@ def resume_state(config: TrainConfig) -> dict[str, Any]:
     check_same_run(path, asdict(_metadata_config(path, meta)), config, names, _option, _shown)
     try:
         return {k: v if k == "step" else json.loads(v) for k, v in meta.items() if k in _LOOP_KEYS}
-    except ValueError:
+    except (ValueError, RecursionError):
         raise WeightFileError(f"--resume: {path}: its training state is not valid JSON") from None
 
 
@@ -408,7 +419,7 @@ def _metadata_size(path: Path, meta: dict[str, str], name: str) -> int:
 def _metadata_config(path: Path, meta: dict[str, str]) -> TrainConfig:
     try:
         fields = json.loads(meta.get("config", ""))
-    except ValueError:
+    except (ValueError, RecursionError):
         fields = None
     if not isinstance(fields, dict) or not set(fields) <= {f.name for f in dataclasses.fields(TrainConfig)}:
         raise WeightFileError(

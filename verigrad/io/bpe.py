@@ -29,7 +29,7 @@ from .atomic import write_atomically
 from .byte_level import TokenBytes, byte_unspelling, plain_merges
 from .gguf import StringArray
 
-ARRAYS_VERSION = b"verigrad plain BPE arrays 1\x00"  # part of the cache's key: a new layout, new files
+ARRAYS_VERSION = b"verigrad plain BPE arrays 2\x00"  # part of the cache's key: a new layout, new files
 
 # GPT-2's split (the `tokenizers` ByteLevel pre-tokenizer's regex) on plain text
 _SPLIT = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII)
@@ -92,7 +92,8 @@ class ByteLevelBPE:
             if packed is None:
                 return None
             with contextlib.suppress(OSError):  # a cache that cannot be written: built again next time
-                write_atomically(file, lambda f: np.save(f, packed, allow_pickle=False))
+                sealed = np.concatenate([packed, _digest(packed)])
+                write_atomically(file, lambda f: np.save(f, sealed, allow_pickle=False))
         m = (packed.size - 256) // 3
         singles, keys, merged = packed[:256], packed[256 : 256 + m], packed[256 + m :].reshape(2, m)
         return cls(singles, keys, merged, dict(added), special, len(pieces))
@@ -194,11 +195,23 @@ def _packed(pieces: TokenBytes, merges: StringArray) -> np.ndarray | None:
     return np.concatenate([singles, keys, rank, into[rank]])
 
 
+def _digest(packed: np.ndarray) -> np.ndarray:
+    """The SHA-256 of the packed arrays as 4 int64s, written after them: a cache file changed since it was
+    written (a flipped bit, a partial copy) is built again, not read as another tokenizer."""
+    return np.frombuffer(hashlib.sha256(packed.tobytes()).digest(), np.int64)
+
+
 def _read(file: Path, count: int) -> np.ndarray | None:
-    """The packed arrays cached in `file`, or None where there are none (or they are not such arrays)."""
-    try:
-        packed = np.load(file, allow_pickle=False)
+    """The packed arrays cached in `file`, or None where there are none (or they are not such arrays, or
+    not those written there)."""
+    try:  # memory-mapped first: a damaged header's shape is checked against the file's size, not allocated
+        sealed = np.array(np.load(file, mmap_mode="r", allow_pickle=False))
     except (OSError, ValueError, EOFError):
+        return None
+    if sealed.dtype != np.int64 or sealed.ndim != 1 or sealed.size < 4:
+        return None
+    packed = sealed[:-4]
+    if not np.array_equal(sealed[-4:], _digest(packed)):
         return None
     if packed.dtype != np.int64 or packed.ndim != 1 or packed.size < 256 or (packed.size - 256) % 3:
         return None

@@ -153,23 +153,37 @@ def tokenizer_cache() -> Path:
 
 
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
-    """The BPE of the files in `folder`, written first where they are not there. Files found there that
-    the library refuses (damaged since) are removed, so the next load writes them again."""
+    """The BPE of the files in `folder`, written first where they are not there or not those written
+    there (their SHA-256 in `sha256`, written last: a flipped bit in a cached id was another tokenizer)."""
     from tokenizers import models
 
-    vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
-    found = vocab_file.is_file() and merges_file.is_file()
-    if not vocab_file.is_file():
+    vocab_file, merges_file, digest_file = folder / "vocab.json", folder / "merges.txt", folder / "sha256"
+    found = _digest(vocab_file, merges_file)
+    if found is None or found != _contents(digest_file):
         write_atomically(vocab_file, lambda f: f.write(_vocab_json(tokens)))
-    if not merges_file.is_file():
         write_atomically(merges_file, lambda f: f.write(_merges_txt(merges)))
+        written = _digest(vocab_file, merges_file)
+        write_atomically(digest_file, lambda f: f.write(written))
+    return models.BPE.from_file(str(vocab_file), str(merges_file))
+
+
+def _digest(*files: Path) -> bytes | None:
+    """The SHA-256 (hex) of the files' bytes one after the other; None where one cannot be read."""
+    key = hashlib.sha256()
+    for file in files:
+        contents = _contents(file)
+        if contents is None:
+            return None
+        key.update(len(contents).to_bytes(8, "little"))
+        key.update(contents)
+    return key.hexdigest().encode()
+
+
+def _contents(file: Path) -> bytes | None:
     try:
-        return models.BPE.from_file(str(vocab_file), str(merges_file))
-    except Exception:
-        if found:
-            vocab_file.unlink(missing_ok=True)
-            merges_file.unlink(missing_ok=True)
-        raise
+        return file.read_bytes()
+    except OSError:
+        return None
 
 
 def plain_merges(merges: StringArray) -> bool:

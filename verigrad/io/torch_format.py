@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -353,7 +354,7 @@ def read_archive(
             return _Reader(name, archive, location_map, encoding).load()
     except (WeightFileError, MapLocationError):
         raise
-    except _DAMAGE as e:
+    except (*_DAMAGE, OSError) as e:  # OSError: a zip directory's offset that no seek reaches
         raise WeightFileError(f"{name}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
 
 
@@ -561,13 +562,28 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
     return allowed
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs."""
+class _RestrictedUnpickler(pickle._Unpickler):
+    """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs.
+
+    pickle's Python unpickler, not its C one: the C one trusts a memo index to size its memo table (a
+    5-byte `r` opcode with index 2**32 - 1 asks for 32 GiB); this one keeps the memo in a dict, and every
+    other length it reads is read as far as the stream goes, but BYTEARRAY8's, checked here first."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
 
     def __init__(self, file: io.BytesIO, reader: _Reader, encoding: str) -> None:
         super().__init__(file, encoding=encoding)
         self._reader = reader
         self._allowed = _allowed_names(reader)
+        self._size = len(file.getbuffer())
+
+    def _load_bytearray8(self) -> None:
+        (size,) = struct.unpack("<Q", self.read(8))
+        if size > self._size:
+            raise pickle.UnpicklingError(f"a bytearray of {size} bytes in a pickle of {self._size}")
+        self.append(bytearray(self.read(size)))
+
+    dispatch[pickle.BYTEARRAY8[0]] = _load_bytearray8
 
     def find_class(self, module: str, name: str) -> Any:
         found = self._allowed.get(f"{module}.{name}")
@@ -581,3 +597,39 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         return self._reader.storage(pid)
+
+
+def _only_on(opcode: bytes, kinds: tuple[type, ...], target: Callable[[Any], Any]) -> Callable[[Any], None]:
+    """pickle's `opcode`, which calls a method of the object `target(unpickler)` finds on its stack, run
+    only where that object is of one of `kinds`: a file's SETITEM on a tensor called its __setitem__
+    (writing into another tensor's memory), its BUILD on a dtype or a storage set their attributes."""
+    run = pickle._Unpickler.dispatch[opcode[0]]
+    name = pickletools.code2op[opcode.decode("latin-1")].name
+
+    def load(self: _RestrictedUnpickler) -> None:
+        found = target(self)
+        if type(found) not in kinds:
+            raise pickle.UnpicklingError(f"{name} on a {type(found).__name__}")
+        if opcode == pickle.BUILD and not (
+            isinstance(self.stack[-1], dict) and all(isinstance(k, str) for k in self.stack[-1])
+        ):
+            raise pickle.UnpicklingError(f"BUILD of an OrderedDict with a {type(self.stack[-1]).__name__}")
+        run(self)
+
+    return load
+
+
+def _under_mark(unpickler: Any) -> Any:
+    return unpickler.metastack[-1][-1]
+
+
+# the containers each opcode that changes an object may change: those torch.save writes (an OrderedDict's
+# BUILD sets its attributes, as a state dict's _metadata)
+_RestrictedUnpickler.dispatch |= {
+    pickle.SETITEM[0]: _only_on(pickle.SETITEM, (dict, OrderedDict), lambda u: u.stack[-3]),
+    pickle.SETITEMS[0]: _only_on(pickle.SETITEMS, (dict, OrderedDict), _under_mark),
+    pickle.APPEND[0]: _only_on(pickle.APPEND, (list,), lambda u: u.stack[-2]),
+    pickle.APPENDS[0]: _only_on(pickle.APPENDS, (list,), _under_mark),
+    pickle.ADDITEMS[0]: _only_on(pickle.ADDITEMS, (set,), _under_mark),
+    pickle.BUILD[0]: _only_on(pickle.BUILD, (OrderedDict,), lambda u: u.stack[-2]),
+}
