@@ -12,12 +12,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..dtypes import f32
 from ..functions import triu
 from ..ops import full
 from ..tensor import Tensor
 from . import functional as F
 from . import init
+from .activations import GELU, ReLU
 from .attention import MultiheadAttention
 from .containers import ModuleList
 from .dropout import Dropout
@@ -302,9 +302,10 @@ class Transformer(Module):
         )
 
     @staticmethod
-    def generate_square_subsequent_mask(sz: int, dtype: Any = f32) -> Tensor:
-        """The causal float mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere."""
-        return triu(full((sz, sz), -math.inf, dtype=dtype), 1)
+    def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
+        """The causal mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere; f32 unless
+        `dtype` (True above the diagonal in bool), on the CPU (PyTorch's arguments, in its order)."""
+        return triu(full((sz, sz), -math.inf, dtype=dtype, device=device), 1)
 
 
 def nested_tensor_possible(layer: Any) -> bool:
@@ -316,7 +317,7 @@ def nested_tensor_possible(layer: Any) -> bool:
         and attention.batch_first
         and attention._qkv_same_embed_dim
         and attention.in_proj_bias is not None
-        and layer.activation in (F.relu, F.gelu)
+        and (layer.activation in (F.relu, F.gelu) or isinstance(layer.activation, (ReLU, GELU)))
         and layer.norm1.eps == layer.norm2.eps
         and attention.num_heads % 2 == 0
     )
