@@ -1,9 +1,10 @@
 """PyTorch's gcn example (Kipf and Welling's graph convolutional network) on a small random graph: two
 GraphConv layers whose kernels are `nn.Parameter(torch.FloatTensor(in, out))` filled by xavier_normal_,
 a symmetrically normalised adjacency D^-1/2 (A + I) D^-1/2, relu and dropout between, log_softmax,
-nll_loss over the training nodes, Adam with weight decay (5e-2, not the example's 5e-4, so that it
-shows in a few steps), accuracy over the validation and test nodes. The example's adjacency is a sparse COO tensor (`torch.sparse.mm`), which verigrad has not: here it is
-dense (`torch.mm`). Dropout is 0: its random masks are each framework's own."""
+nll_loss over the training nodes, Adam with weight decay (5e-2, not the example's 5e-4, so that it shows
+in a few steps), accuracy over the validation and test nodes. The example's adjacency is a sparse COO
+tensor (`torch.sparse.mm`), which verigrad has not: here it is dense (`torch.mm`). Dropout is 0: its
+random masks are each framework's own."""
 
 from __future__ import annotations
 
