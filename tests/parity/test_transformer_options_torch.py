@@ -189,3 +189,17 @@ def test_sdpa_refuses_a_mask_of_another_dtype_as_pytorch(dtype: str) -> None:
         ),
         grad=False,
     )
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_transformer_refuses_src_and_tgt_that_do_not_fit_as_pytorch(batch_first: bool) -> None:
+    """PyTorch's own checks, before the encoder runs (a batch mismatch met later as a reshape's error)."""
+    src, tgt = np.zeros((5, 3, E), np.float32), np.zeros((4, 2, E), np.float32)
+    if batch_first:
+        src, tgt = src.transpose(1, 0, 2).copy(), tgt.transpose(1, 0, 2).copy()
+    for lib in (torch, verigrad):
+        model = lib.nn.Transformer(E, HEADS, 1, 1, 16, 0.0, batch_first=batch_first)
+        with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+            model(_t(lib, src), _t(lib, tgt))
+        with pytest.raises(RuntimeError, match="the feature number of src and tgt must be equal to d_model"):
+            model(_t(lib, src[..., :6]), _t(lib, src[..., :6]))

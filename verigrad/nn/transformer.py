@@ -289,6 +289,11 @@ class Transformer(Module):
         tgt_is_causal: bool | None = None,
         memory_is_causal: bool = False,
     ) -> Tensor:
+        batch = 0 if self.batch_first else 1
+        if src.ndim == 3 and src.shape[batch] != tgt.shape[batch]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
         memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
         return self.decoder(
             tgt,
