@@ -1,7 +1,8 @@
 """More of the official pytorch/examples programs (tests/parity/programs/), shrunk to random data with a
 fixed seed: REINFORCE with torch.distributions.Categorical, the polynomial regression with its update
 written by hand and its printed terms, the graph convolutional network, and the forward-forward
-algorithm (layers with their own optimizers, Module.train overridden). Each runs on PyTorch, then on
+algorithm (layers with their own optimizers, Module.train overridden), and the nn.Transformer
+translation tutorial with every mask it makes. Each runs on PyTorch, then on
 verigrad from the same state dict: the same first step, losses, logs and evaluation, in f32 and f64."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from programs import forward_forward, gcn, regression, reinforce
+from programs import forward_forward, gcn, regression, reinforce, translation
 from test_programs_torch import _same_first_step, _same_losses
 
 import verigrad
@@ -21,13 +22,27 @@ PROGRAMS = {
     "regression": regression,
     "gcn": gcn,
     "forward_forward": forward_forward,
+    "translation": translation,
 }
 NUMBERS = ("val", "acc")
-EXACT = ("actions", "log", "sampled", "predicted", "batches")
-# REINFORCE's first loss sums -log_prob * R over returns normalised to mean 0: the sum cancels, and its
-# f32 value is mostly rounding (PyTorch's own is 3e-6 from the f64 result). Held to the f64 run, and in
-# f32 no further from it than PyTorch's f32 value is.
-ILL_CONDITIONED_LOSS0 = ("reinforce",)
+EXACT = ("actions", "log", "sampled", "predicted", "batches", "decoded")
+# First steps whose f32 value is mostly rounding, held to the f64 run and in f32 to their distance from
+# it: REINFORCE's first loss sums -log_prob * R over returns normalised to mean 0, cancelling (PyTorch's
+# own f32 value is 3e-6 from the f64 one); the translation Transformer's gradients pass through nine
+# layer norms (PyTorch's own f32 values are up to 7e-7 of the largest entry from the f64 ones).
+FIRST_STEP_AGAINST_F64 = ("reinforce", "translation")
+
+
+def _first_step_near_f64(name: str, ours: dict, theirs: dict) -> None:
+    """Ours in f32 no further from PyTorch's f64 first step than twice PyTorch's own f32 distance from
+    it, plus the f32 tolerance (1e-6 of the largest entry)."""
+    exact = PROGRAMS[name].main(torch, dtype=torch.float64)
+    pairs = [("loss0", np.float64(ours["loss0"]), np.float64(theirs["loss0"]), np.float64(exact["loss0"]))]
+    pairs += [(n, ours["grads0"][n], theirs["grads0"][n], g) for n, g in exact["grads0"].items()]
+    for what, got, want, best in pairs:
+        top = float(np.abs(best).max())
+        their_error, our_error = np.abs(want - best).max(), np.abs(got - best).max()
+        assert our_error <= 2 * their_error + 1e-6 * top, (what, our_error, their_error)
 
 
 def _dtype(lib: Any, name: str) -> Any:
@@ -46,11 +61,10 @@ def runs(request) -> tuple[str, str, dict, dict]:
 def test_training_is_pytorchs(runs) -> None:
     name, dtype, theirs, ours = runs
     assert sorted(ours["state"]) == sorted(theirs["state"])
-    if "grads0" in theirs:
-        if dtype == "f32" and name in ILL_CONDITIONED_LOSS0:
-            exact = PROGRAMS[name].main(torch, dtype=torch.float64)["loss0"]
-            assert abs(ours["loss0"] - exact) <= 2 * abs(theirs["loss0"] - exact) + 1e-7 * abs(exact)
-            ours = {**ours, "loss0": theirs["loss0"]}
+    if dtype == "f32" and name in FIRST_STEP_AGAINST_F64:
+        assert sorted(ours["grads0"]) == sorted(theirs["grads0"])
+        _first_step_near_f64(name, ours, theirs)
+    elif "grads0" in theirs:
         _same_first_step(ours, theirs, dtype)
     assert len(theirs["losses"]) >= 10
     _same_losses(ours["losses"], theirs["losses"], dtype)
