@@ -281,8 +281,11 @@ def test_multihead_attention_shapes_and_refusals() -> None:
     verigrad.manual_seed(0)
     causal = nn.MultiheadAttention(4, 2)
     x = verigrad.randn(3, 1, 4)
-    _, w = causal(x, x, x, is_causal=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(3)
+    _, w = causal(x, x, x, attn_mask=mask, is_causal=True)
     np.testing.assert_array_equal(np.triu(w.numpy()[0], 1), np.zeros((3, 3)))  # no weight on later keys
+    with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
+        causal(x, x, x, is_causal=True)  # as PyTorch
     with pytest.raises(ValueError, match="not a multiple of num_heads"):
         nn.MultiheadAttention(10, 3)
     with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\]"):

@@ -100,7 +100,17 @@ class MultiheadAttention(Module):
         check_dtypes("MultiheadAttention", first, ("query", query), ("key", key), ("value", value))
         # a query whose keys are all masked: NaN in PyTorch's fast path and where it returns the weights,
         # else zero weights (its scaled_dot_product_attention's safe softmax)
-        safe = not need_weights and not _torch_fast_path(self, query, key, value, attn_mask, key_padding_mask)
+        fast = _torch_fast_path(self, query, key, value, attn_mask, key_padding_mask)
+        safe = not need_weights and not fast
+        causal = False
+        if is_causal and not fast:  # PyTorch's fast path merges the masks given and ignores is_causal
+            if attn_mask is None:
+                raise RuntimeError(
+                    "Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                    "method `generate_square_subsequent_mask` to create this mask."
+                )
+            if key_padding_mask is None and not need_weights:  # PyTorch trusts the hint over the mask
+                attn_mask, causal = None, True
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
@@ -120,8 +130,6 @@ class MultiheadAttention(Module):
             t @ w.mT if b is None else t @ w.mT + b[i * e : (i + 1) * e]
             for i, (t, w) in enumerate(zip((query, key, value), weights_qkv))
         )
-        if is_causal and attn_mask is None:
-            attn_mask = arange(0, length).unsqueeze(-1) < arange(0, key.shape[0])  # True: not attended to
         if self.bias_k is not None:  # one more key and value, the learned biases (PyTorch's add_bias_kv)
             k = concat([k, self.bias_k.expand(1, batch, e)], axis=0)
             v = concat([v, self.bias_v.expand(1, batch, e)], axis=0)
@@ -132,6 +140,8 @@ class MultiheadAttention(Module):
             k, v = concat([k, zero], axis=1), concat([v, zero], axis=1)
             attn_mask, key_padding_mask = _one_more_key(attn_mask), _one_more_key(key_padding_mask)
         size = k.shape[1]
+        if causal:  # scaled_dot_product_attention's is_causal over every key, the added ones too
+            attn_mask = arange(0, length).unsqueeze(-1) < arange(0, size)  # True: not attended to
         scores = (q @ k.mT) * (1.0 / math.sqrt(e // heads))  # [N*H, L, S]
         if attn_mask is not None:
             if attn_mask.ndim == 3:

@@ -24,6 +24,15 @@ def _given_table(name: str, weight: Any, rows: DimLike, width: DimLike, trained:
     return weight.detach().requires_grad_(trained)
 
 
+def _padding_row(name: str, padding_idx: int | None, rows: DimLike) -> int | None:
+    """PyTorch's padding_idx as it keeps it: a negative one counted from the end, within the table."""
+    if padding_idx is None or not isinstance(rows, int):
+        return padding_idx
+    if not -rows <= padding_idx < rows:
+        raise ValueError(f"{name}: padding_idx must be within num_embeddings ({rows}), got {padding_idx}")
+    return padding_idx % rows
+
+
 class Embedding(Module):
     """Rows of a [num_embeddings, embedding_dim] table (initialised N(0, 1), as PyTorch)."""
 
@@ -43,6 +52,7 @@ class Embedding(Module):
     ):
         super().__init__()
         dtype = factory_dtype("Embedding", device, dtype)
+        padding_idx = _padding_row("Embedding", padding_idx, num_embeddings)
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
@@ -67,12 +77,12 @@ class Embedding(Module):
             raise ShapeError(f"Embedding.from_pretrained needs a 2-D table, got {shape_text(table.shape)}")
         module = cls(table.shape[0], table.shape[1], dtype=table.dtype, **options)
         module.weight = table.detach().clone().requires_grad_(not freeze)
-        module.padding_idx = padding_idx
+        module.padding_idx = _padding_row("Embedding.from_pretrained", padding_idx, table.shape[0])
         return module
 
-    def forward(self, idx: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         return F.embedding(
-            idx, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq
         )
 
     def extra_repr(self) -> str:
@@ -112,7 +122,7 @@ class EmbeddingBag(Module):
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
-        self.padding_idx = padding_idx
+        self.padding_idx = padding_idx = _padding_row("EmbeddingBag", padding_idx, num_embeddings)
         if _weight is not None:
             self.weight = _given_table("EmbeddingBag", _weight, num_embeddings, embedding_dim, True)
             return

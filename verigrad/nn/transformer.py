@@ -12,12 +12,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..dtypes import f32
 from ..functions import triu
 from ..ops import full
 from ..tensor import Tensor
 from . import functional as F
 from . import init
+from .activations import GELU, ReLU
 from .attention import MultiheadAttention
 from .containers import ModuleList
 from .dropout import Dropout
@@ -289,6 +289,11 @@ class Transformer(Module):
         tgt_is_causal: bool | None = None,
         memory_is_causal: bool = False,
     ) -> Tensor:
+        batch = 0 if self.batch_first else 1
+        if src.ndim == 3 and src.shape[batch] != tgt.shape[batch]:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
         memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
         return self.decoder(
             tgt,
@@ -302,9 +307,10 @@ class Transformer(Module):
         )
 
     @staticmethod
-    def generate_square_subsequent_mask(sz: int, dtype: Any = f32) -> Tensor:
-        """The causal float mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere."""
-        return triu(full((sz, sz), -math.inf, dtype=dtype), 1)
+    def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Tensor:
+        """The causal mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere; f32 unless
+        `dtype` (True above the diagonal in bool), on the CPU (PyTorch's arguments, in its order)."""
+        return triu(full((sz, sz), -math.inf, dtype=dtype, device=device), 1)
 
 
 def nested_tensor_possible(layer: Any) -> bool:
@@ -316,7 +322,7 @@ def nested_tensor_possible(layer: Any) -> bool:
         and attention.batch_first
         and attention._qkv_same_embed_dim
         and attention.in_proj_bias is not None
-        and layer.activation in (F.relu, F.gelu)
+        and (layer.activation in (F.relu, F.gelu) or isinstance(layer.activation, (ReLU, GELU)))
         and layer.norm1.eps == layer.norm2.eps
         and attention.num_heads % 2 == 0
     )

@@ -44,6 +44,11 @@ def scaled_dot_product_attention(
             "scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True "
             "(as PyTorch's)"
         )
+    if attn_mask is not None and attn_mask.dtype.name not in ("bool", "f32", query.dtype.name):
+        raise TypeError(
+            "scaled_dot_product_attention: attn_mask must be bool, f32 or the query's dtype "
+            f"({query.dtype.name}), as PyTorch's; got {attn_mask.dtype.name}"
+        )
     if enable_gqa:
         key, value = _repeat_heads(query, key, "key"), _repeat_heads(query, value, "value")
     length, size = query.shape[-2], key.shape[-2]

@@ -168,6 +168,11 @@ def _bag_ids(
             f"embedding_bag: offsets must be non-decreasing and at most {n}, got {starts.tolist()}"
         )
     if include_last_offset:
+        if not starts.size or starts[-1] != n:  # past it, PyTorch's sum, mean and max disagree
+            raise ValueError(
+                f"embedding_bag: with include_last_offset, offsets must end with the input's size {n} "
+                f"(the end of the last bag), got {starts.tolist()}"
+            )
         starts = starts[:-1]
     position = np.arange(n)
     return np.searchsorted(starts, position, side="right") - 1, len(starts), input
