@@ -204,3 +204,29 @@ def test_f16_normalizations_are_computed_in_f32_as_torch(scale: float) -> None:
     # them can be: at most a few elements, none more than 1 f16 ulp
     ulps = np.abs(got.view(np.int16).astype(np.int32) - expected.view(np.int16).astype(np.int32))
     assert ulps.max() <= 1 and np.count_nonzero(ulps) <= 4
+
+
+@pytest.mark.parametrize("sizes", [(1, 1), (3, 1), (2, 1, 1), (1, 2), (2, 3)])
+def test_repeat_always_copies(sizes: tuple[int, ...]) -> None:
+    """repeat's result is a new tensor even where every count or axis is 1 (it was a read-only view of
+    x, so an in-place write refused, or a write into x)."""
+    results = []
+    for lib in (verigrad, torch):
+        x = lib.arange(4.0).reshape(1, 4)
+        y = x.repeat(*sizes)
+        y.mul_(2)
+        y[(0,) * y.ndim] = -1
+        results.append((y.numpy().copy(), x.numpy().copy()))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+def test_a_range_indexes_as_a_list() -> None:
+    results = []
+    for lib in (verigrad, torch):
+        a = lib.arange(12).reshape(3, 4)
+        picked = a[range(3), lib.tensor([0, 2, 3])]
+        a[range(0, 3, 2), 1] = -5
+        results.append((picked.numpy(), a[range(1, 3)].numpy(), a[:, range(3, 0, -1)].numpy()))
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_array_equal(ours, theirs)

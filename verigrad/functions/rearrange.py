@@ -77,7 +77,10 @@ def repeat(x: Tensor, *sizes: Any) -> Tensor:
     shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
     spread = x.reshape(tuple(d for s in shape for d in (1, s)))  # a unit axis before each axis
     tiled = spread.broadcast_to(tuple(d for r, s in zip(sizes, shape) for d in (r, s)))
-    return tiled.reshape(tuple(r * s for r, s in zip(sizes, shape)))
+    out = tiled.reshape(tuple(r * s for r, s in zip(sizes, shape)))
+    if all(r == 1 or s == 1 for r, s in zip(sizes, shape)):
+        out = out.clone()  # the reshape was a view of x (PyTorch's repeat always copies)
+    return out
 
 
 def repeat_interleave(

@@ -275,7 +275,7 @@ def _as_index(k: Any, x: Tensor) -> Any:
         return lift([np.array(bool(k))])[0]
     if isinstance(k, int | np.integer):
         return int(k)
-    if isinstance(k, list | tuple | np.ndarray):
+    if isinstance(k, list | tuple | range | np.ndarray):
         array = np.asarray(k)
         if array.size == 0 and array.dtype.kind == "f":  # x[[]]: an empty list of positions
             array = array.astype(np.int64)
