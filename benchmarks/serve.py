@@ -75,6 +75,9 @@ engine event through the dispatch to the request's queue and out of the stream a
 
     python benchmarks/serve.py --stream-events
 
+`--steps --loop S` runs `--clients`' last B's steps for S s once warm, for a profiler to attach (its process
+id printed first): `serve.py --steps --clients 8 --threads 1 --loop 8`, then `perf record -p PID`.
+
 `--steps --kernels` runs the step kernel by kernel instead, on one thread: each op's CPU time in a step
 (its plan's calls one at a time from Python), beside the whole step's (replayed) and the calls' sum.
 
@@ -376,10 +379,16 @@ def run(
 
 
 def steps(
-    model_path: Path, threads: int, counts: list[int], activations: str = "f32", repeats: int = 7
+    model_path: Path,
+    threads: int,
+    counts: list[int],
+    activations: str = "f32",
+    repeats: int = 7,
+    loop: float | None = None,
 ) -> None:
     """The batched decode step alone: ms per step and tokens/s for each batch size, over B = 1's, with the
-    quantized products on `activations` (f32 or q8)."""
+    quantized products on `activations` (f32 or q8). With `loop`, the steps of the last batch size for that
+    many seconds instead, once warm (for a profiler to attach: the process id is printed first)."""
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
 
@@ -395,6 +404,16 @@ def steps(
         for b in counts:
             for _ in range(12):  # the plan built, then its calls recorded and replayed
                 step(b)
+        if loop is not None:
+            print(f"looping B={counts[-1]} for {loop} s, process {os.getpid()}", flush=True)
+            c0, t0, n = time.process_time(), time.perf_counter(), 0
+            while time.perf_counter() - t0 < loop:
+                step(counts[-1])
+                n += 1
+            print(
+                f"{activations} B={counts[-1]}: CPU {1000 * (time.process_time() - c0) / n:.1f} ms per step"
+            )
+            return
         times: dict[int, list[float]] = {b: [] for b in counts}
         cpu: dict[int, list[float]] = {b: [] for b in counts}
         for _ in range(repeats):
@@ -416,9 +435,8 @@ def steps(
 
 
 def resident(cache: Any) -> Any:
-    """The cache with every page written (zeros), as a server's is once sequences have come and gone: a
-    fresh cache's untouched pages all read the kernel's one zero page, from the CPU's caches, which made the
-    step's attention over 8 rows look 2-3x cheaper than a server's."""
+    """The cache with every page written (zeros), as a server's is: a fresh cache's untouched pages all read
+    the kernel's one zero page from the CPU's caches (8 rows' attention looked 2-3x cheaper)."""
     for a in (*cache.keys, *cache.values):
         a[...] = 0
     return cache
@@ -640,6 +658,9 @@ def main() -> None:
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
+    parser.add_argument(
+        "--loop", type=float, help="--steps: the last B's steps for this many seconds (see above)"
+    )
     parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
     parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
     parser.add_argument(
@@ -722,7 +743,7 @@ def main() -> None:
             if args.kernels:
                 kernels(model, counts, activations)
             else:
-                steps(model, args.threads, counts, activations)
+                steps(model, args.threads, counts, activations, loop=args.loop)
         return
     console = make_console(110)
     console.print(describe_machine())
