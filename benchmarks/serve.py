@@ -32,7 +32,8 @@ machine's: SIGILL at the first product).
 `--steps` measures the batched decode step alone instead (no HTTP, no engine): `forward_rows` of B
 sequences at different lengths for each B of `--clients`, medians of alternated repetitions, and the
 tokens/s each B gives over B = 1's: the ceiling the server's scaling meets; the same in the process's CPU
-time (all threads), which a busy machine's neighbours move much less.
+time (all threads), which a busy machine's neighbours move much less. The cache's pages are written first
+(`resident`), as a server's are.
 
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
@@ -73,6 +74,9 @@ engine event through the dispatch to the request's queue and out of the stream a
 (thread CPU microseconds; run it with each tree on PYTHONPATH to compare them).
 
     python benchmarks/serve.py --stream-events
+
+`--steps --loop S` runs `--clients`' last B's steps for S s once warm, for a profiler to attach (its process
+id printed first): `serve.py --steps --clients 8 --threads 1 --loop 8`, then `perf record -p PID`.
 
 `--steps --kernels` runs the step kernel by kernel instead, on one thread: each op's CPU time in a step
 (its plan's calls one at a time from Python), beside the whole step's (replayed) and the calls' sum.
@@ -375,17 +379,23 @@ def run(
 
 
 def steps(
-    model_path: Path, threads: int, counts: list[int], activations: str = "f32", repeats: int = 7
+    model_path: Path,
+    threads: int,
+    counts: list[int],
+    activations: str = "f32",
+    repeats: int = 7,
+    loop: float | None = None,
 ) -> None:
     """The batched decode step alone: ms per step and tokens/s for each batch size, over B = 1's, with the
-    quantized products on `activations` (f32 or q8)."""
+    quantized products on `activations` (f32 or q8). With `loop`, the steps of the last batch size for that
+    many seconds instead, once warm (for a profiler to attach: the process id is printed first)."""
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
 
     set_threads(threads)
     model, _ = load_language_model(model_path, activations)
     with backend("cpu"):
-        cache = model.new_cache(max(counts), 512)
+        cache = resident(model.new_cache(max(counts), 512))
         ids = np.full((max(counts), 1), 42)
 
         def step(b: int) -> None:
@@ -394,6 +404,16 @@ def steps(
         for b in counts:
             for _ in range(12):  # the plan built, then its calls recorded and replayed
                 step(b)
+        if loop is not None:
+            print(f"looping B={counts[-1]} for {loop} s, process {os.getpid()}", flush=True)
+            c0, t0, n = time.process_time(), time.perf_counter(), 0
+            while time.perf_counter() - t0 < loop:
+                step(counts[-1])
+                n += 1
+            print(
+                f"{activations} B={counts[-1]}: CPU {1000 * (time.process_time() - c0) / n:.1f} ms per step"
+            )
+            return
         times: dict[int, list[float]] = {b: [] for b in counts}
         cpu: dict[int, list[float]] = {b: [] for b in counts}
         for _ in range(repeats):
@@ -412,6 +432,14 @@ def steps(
             f"{b / ms * base:.2f}x B={counts[0]}'s; CPU {1000 * cpu_ms:.1f} ms per step, "
             f"{b / cpu_ms * cpu_base:.2f}x B={counts[0]}'s tokens per CPU second"
         )
+
+
+def resident(cache: Any) -> Any:
+    """The cache with every page written (zeros), as a server's is: a fresh cache's untouched pages all read
+    the kernel's one zero page from the CPU's caches (8 rows' attention looked 2-3x cheaper)."""
+    for a in (*cache.keys, *cache.values):
+        a[...] = 0
+    return cache
 
 
 def joined(
@@ -470,7 +498,7 @@ def kernels(model_path: Path, counts: list[int], activations: str = "f32", repea
     set_threads(1)
     model, _ = load_language_model(model_path, activations)
     with backend("cpu"):
-        cache = model.new_cache(max(counts), 512)
+        cache = resident(model.new_cache(max(counts), 512))
         ids = np.full((max(counts), 1), 42)
         for b in counts:
             lengths = [100 + 7 * i for i in range(b)]
@@ -630,6 +658,9 @@ def main() -> None:
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
+    parser.add_argument(
+        "--loop", type=float, help="--steps: the last B's steps for this many seconds (see above)"
+    )
     parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
     parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
     parser.add_argument(
@@ -712,7 +743,7 @@ def main() -> None:
             if args.kernels:
                 kernels(model, counts, activations)
             else:
-                steps(model, args.threads, counts, activations)
+                steps(model, args.threads, counts, activations, loop=args.loop)
         return
     console = make_console(110)
     console.print(describe_machine())

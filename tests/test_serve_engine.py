@@ -371,9 +371,9 @@ def test_gpt2_batched_rows_give_the_logits_each_sequence_gets_alone():
 
 def test_a_batched_step_runs_one_attention_and_one_product_per_matrix_for_all_rows(lm):
     """The compiled rows step (its program, traced for any B): each layer's attention is one
-    cached_attention over the whole batch (rows of different lengths told apart by the bias [B, 1, W+1]),
-    not a loop over rows, and each quantized product takes the B rows as one operand (the kernel's tiles
-    then reuse each de-quantized weight block across the rows)."""
+    ragged_attention over the whole batch (the rows' tokens as one sequence of B tokens, told apart by
+    their runs [B, 4]: `Rows`), not a loop over rows, and each quantized product takes the B rows as one
+    operand (the kernel's tiles then reuse each de-quantized weight block across the rows)."""
     from verigrad.models._decoder import row_inputs
     from verigrad.ops import from_numpy
 
@@ -382,18 +382,19 @@ def test_a_batched_step_runs_one_attention_and_one_product_per_matrix_for_all_ro
     lengths = [4, 9, 1]
     model.forward_rows(np.asarray([[5], [6], [7]]), cache, lengths)
     step = model.cached_step.decode_rows["f32"]
-    positions, bias, windows = row_inputs(cache, lengths)
+    positions, runs, windows = row_inputs(cache, lengths, runs=True)
+    assert runs.tolist() == [[0, 0, 1, 4], [1, 1, 1, 9], [2, 2, 1, 1]]
     ids = from_numpy(np.asarray([[5], [6], [7]], np.int64))
-    program = step.program(ids, from_numpy(positions), from_numpy(bias), *windows)
+    program = step.program(ids, from_numpy(positions), from_numpy(runs), *windows)
     names = [i.name for i in program.instrs]
     layers = len(model.layers)
-    assert names.count("cached_attention") == layers
+    assert names.count("ragged_attention") == layers and "cached_attention" not in names
     batch = program.inputs[0].spec.shape[0]  # the batch symbol
     products = [i for i in program.instrs if i.name.startswith(("qmatmul", "rms_norm_qmatmul"))]
     assert len(products) >= 2 * layers
     assert all(i.args[0].spec.shape[0] == batch for i in products)
-    attention = [i for i in program.instrs if i.name == "cached_attention"]
-    assert all(i.args[0].spec.shape[0] == batch for i in attention)
+    attention = [i for i in program.instrs if i.name == "ragged_attention"]
+    assert all(i.args[0].spec.shape[2] == batch for i in attention)  # q [1, H, B, hd]
 
 
 def test_greedy_rows_of_a_step_choose_the_token_sampling_chooses(lm, monkeypatch):

@@ -17,7 +17,9 @@ registers), so the step is compiled as the f32 and f16 ones are.
 
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
-own length, and `commit_rows` writes each row's new key and value at its own position. A mixed step
+own length, and `commit_rows` writes each row's new key and value at its own position. Where the model's
+attention takes ragged steps, the bias is each row's run instead (`Rows`: one `ragged_attention` call that
+reads no position past a row's length). A mixed step
 (`CachedStep.mixed`, a server's prompt chunk joined to its decode step) runs those rows' tokens and a
 chunk of the next row's prompt as one sequence of tokens [1, n + C] through the products; its attention
 (`Mixed.split`) runs the rows' tokens over their rows' windows and the chunk over its row's, each on the
@@ -142,17 +144,20 @@ def step_specs(
     tokens: int | None = None,
     rows: bool = False,
     cache_dtype: str = "f32",
+    runs: bool = False,
 ) -> tuple:
     """The step's argument specs: ids [B, T], positions [T], bias [T, W+T] (with `rows`, each row's own:
     positions [B, T], bias [B, T, W+T]), then per layer the windows of the keys, transposed
     [B, KV, D, W], and of the values [B, KV, W, D], in `cache_dtype`; T is `tokens` if given. The
     symbols have names of their own (batch, tokens, window), so a user's B, T or W declared a multiple of
     something does not constrain them. A q8_0 cache's windows are its bytes, keys not transposed: u8
-    [B, KV, W, head_dim / 32 * 34] each."""
+    [B, KV, W, head_dim / 32 * 34] each. With `rows` and `runs`, the bias is the rows' runs i64 [B, 4]
+    (`Rows`)."""
     b, t, w = dims("batch tokens window")
     t = t if tokens is None else tokens
     lead = [b] if rows else []
-    positions, bias = spec([*lead, t], "i64"), spec([*lead, t, w + t])
+    positions = spec([*lead, t], "i64")
+    bias = spec([b, 4], "i64") if rows and runs else spec([*lead, t, w + t])
     return (
         spec([b, t], "i64"),
         positions,
@@ -231,13 +236,23 @@ def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, lis
     return positions, chunk_bias(length, width, count), windows_of(cache, width)
 
 
-def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
-    """Positions [B, 1], bias [B, 1, W+1] and the windows of the cache's first B = len(lengths) rows for
-    one new token per row, row i holding `lengths[i]` positions (the window covers the longest)."""
+def row_inputs(
+    cache: KVCache, lengths: list[int], runs: bool = False
+) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
+    """Positions [B, 1], bias [B, 1, W+1] (with `runs`, the runs [B, 4] of `Rows`) and the windows of the
+    cache's first B = len(lengths) rows for one new token per row, row i holding `lengths[i]` positions
+    (the window covers the longest)."""
     width = window_width(max(lengths), cache.capacity)
     cache.reserve(max(width, max(lengths) + 1))
     positions = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
-    return positions, rows_bias(positions, width), windows_of(cache, width, len(lengths))
+    bias = row_runs(positions[:, 0]) if runs else rows_bias(positions, width)
+    return positions, bias, windows_of(cache, width, len(lengths))
+
+
+def row_runs(ends: np.ndarray) -> np.ndarray:
+    """The runs [B, 4] of one new token per row (`Rows`): row i's (i, i, 1, ends[i])."""
+    rows = np.arange(len(ends), dtype=np.int64)
+    return np.stack([rows, rows, np.ones_like(rows), ends.astype(np.int64)], axis=1)
 
 
 def commit(cache: KVCache, new: list[Tensor]) -> None:
@@ -289,6 +304,26 @@ class Ragged:
 
     runs: Tensor
     last: Tensor
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A batched decode step's bias (what the model's step passes on as `bias`) where the model's attention
+    takes ragged steps: one new token per row of the windows, row i's run (i, i, 1, length) of `runs`
+    [B, 4]. Its attention is one `ragged_attention` call, which reads no window position past a row's
+    length; `cached_attention`'s kernel read that hidden tail for a NaN (an 8-row step at 100-149 positions
+    in a window of 256 read as much memory there as in the positions it attends). The same bits where the
+    tail is finite, as the engine keeps a cache's unused positions (zeros)."""
+
+    runs: Tensor
+
+    def attend(
+        self, op: Any, q: Tensor, k: Tensor, v: Tensor, past_k: Tensor, past_v: Tensor, scale: Any
+    ) -> Tensor:
+        """op(q, k, v, past_k, past_v, runs) (a ragged attention op) of the rows' tokens (q [B, H, 1, hd],
+        k and v [B, KV, 1, hd]) taken as one sequence of B tokens (permuted views); [B, H, 1, hd]."""
+        one = [a.permute(2, 1, 0, 3) for a in (q, k, v)]
+        return op(*one, past_k, past_v, self.runs, scale=scale).permute(2, 1, 0, 3)
 
 
 def logit_rows(x: Tensor, bias: Any, last_only: bool) -> Tensor:
@@ -366,8 +401,10 @@ def window_attention(
     """The attention of new tokens over a layer's window (`layer_window`) and themselves:
     `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks; a mixed step's tokens by
     their sequences (`Mixed.split`); a ragged step's runs in one call (`ragged_attention`)."""
-    if isinstance(bias, Ragged):
+    if isinstance(bias, Ragged | Rows):
         op = ragged_attention_q8 if past_k.dtype is u8 else ragged_attention
+        if isinstance(bias, Rows):
+            return bias.attend(op, q, k, v, past_k, past_v, scale)
         return op(q, k, v, past_k, past_v, bias.runs, scale=scale)
     if isinstance(bias, Mixed):
         return bias.split(functools.partial(window_attention, scale=scale), q, k, v, past_k, past_v)
@@ -390,8 +427,9 @@ class CachedStep:
     compiling per prompt length would build a plan for each, and run it once), on every cache storage (a
     q8_0 cache's windows are read as blocks: no de-quantized f32 window for a plan to keep)."""
 
-    def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
+    def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike, runs: bool = False):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
+        self.runs = runs  # the batched decode step's attention by runs (`Rows`)
         self.decode: dict[str, Any] = {}  # compiled per cache dtype
         self.widest: dict[str, int] = {}  # the widest window `decode` has run, per cache dtype
         self.decode_rows: dict[str, Any] = {}
@@ -405,7 +443,9 @@ class CachedStep:
             from ..compile import compile  # the decode loop's, not the load's (the IR is 20 modules)
 
             step = self.step if tokens == 1 else functools.partial(self.step, last_only=True)
-            plans[dtype] = compile(step, specs=step_specs(*self.sizes, tokens, rows, dtype))
+            runs = rows and self.runs
+            step = self._rows if runs else step
+            plans[dtype] = compile(step, specs=step_specs(*self.sizes, tokens, rows, dtype, runs))
         return plans[dtype]
 
     def chunk(self, ids: Tensor, cache: KVCache) -> Tensor:
@@ -499,6 +539,10 @@ class CachedStep:
         """The model's step with a ragged step's bias (`Ragged`): what `ragged` compiles."""
         return self.step(ids, positions, Ragged(runs, last), *windows)
 
+    def _rows(self, ids: Tensor, positions: Tensor, runs: Tensor, *windows) -> tuple[Tensor, ...]:
+        """The model's step with a batched decode step's runs (`Rows`): what `rows` compiles."""
+        return self.step(ids, positions, Rows(runs), *windows)
+
     def drop_plans(self) -> None:
         """Free the compiled steps' plans (`Compiled.drop_plans`)."""
         every = (self.decode, self.decode_rows, self.chunks, self.mixes, self.raggeds)
@@ -521,7 +565,7 @@ class CachedStep:
         lengths[i] positions; each row's key and value are written at its own position (the caller
         keeps the lengths: `cache.length` is not used)."""
         decode = self._compiled(self.decode_rows, cache, rows=True)
-        positions, bias, windows = row_inputs(cache, lengths)
+        positions, bias, windows = row_inputs(cache, lengths, self.runs)
         with no_grad():
             logits, *new = decode(ids, from_numpy(positions), from_numpy(bias), *windows)
         commit_rows(cache, new, lengths)
@@ -555,7 +599,7 @@ class CachedDecoder(LanguageModel):
     def cached(self, layers: int, kv_heads: DimLike, head_dim: DimLike) -> None:
         old = getattr(self, "cached_step", None)
         self.cache_sizes = (layers, kv_heads, head_dim)
-        self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
+        self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim, runs=self.ragged_steps)
         if old is not None:  # made anew (Llama's RoPE tables grew): the old plans' memory freed now
             old.drop_plans()
 

@@ -374,6 +374,12 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         (void)m_all;
 #if VG_X86
         if (grouped) {
+            /* the first keys and values of the window, fetched while the queries are widened and the dots
+             * run: each (row, head) starts two short streams the prefetches in the loops reach only 8 in */
+            for (int64_t j = 0; j < 8 && j < w; j++) {
+                for (int64_t i = 0; i < a->d; i += 16) _mm_prefetch((const char *)(kt + j * a->kts[3] + i), _MM_HINT_T0);
+                for (int64_t e = 0; e < a->dv; e += 16) _mm_prefetch((const char *)(pv + j * a->pvs[2] + e), _MM_HINT_T0);
+            }
             for (int64_t hh = 0; hh < group; hh++) {
                 const float *q = a->q + b * a->qs[0] + (g * group + hh) * a->qs[1] + t * a->qs[2];
                 for (int64_t i = 0; i < a->d; i++) qd[hh * a->d + i] = (double)q[i];
