@@ -14,7 +14,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bf16, bool_, f32, i32, i64
 from ..errors import AxisError, DTypeError, ShapeError
-from ..ops.binary import eq, gt, lt, where
+from ..ops.binary import eq, gt, lt, result_type, where
 from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full, tensor
 from ..ops.data_in import check_number
@@ -314,7 +314,13 @@ def searchsorted(
             )
         sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
     scalar = not isinstance(input, Tensor)
-    values = tensor(input, dtype=sorted_sequence.dtype) if scalar else input
+    # both compared in PyTorch's result type (a u8 sequence and -2 look for 254, an i64 one and 2.5 for 2.5)
+    dtype = result_type(sorted_sequence, input)
+    values = tensor(input, dtype=dtype) if scalar else input
+    if values.dtype is not dtype:
+        values = values.cast(dtype)
+    if sorted_sequence.dtype is not dtype:
+        sorted_sequence = sorted_sequence.cast(dtype)
     found = searchsorted_op(sorted_sequence, values.reshape(1) if scalar else values, right=right)
     if scalar:
         found = found.reshape(())

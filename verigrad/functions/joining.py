@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..dtypes import i64
+from ..ops.binary import result_type
 from ..ops.checks import checked
 from ..ops.creation import tensor, zeros
 from ..ops.index import take as _take_along
@@ -178,9 +179,7 @@ def block_diag(*tensors: Tensor) -> Tensor:
         raise ValueError("block_diag takes tensors of at most 2 dims")
     if not blocks:
         return zeros(1, 0)
-    dtype = blocks[0].dtype
-    for b in blocks[1:]:
-        dtype = (zeros(1, dtype=dtype) + zeros(1, dtype=b.dtype)).dtype
+    dtype = result_type(*tensors)  # PyTorch's: a 0-d block beside larger ones is a weak operand
     widths = [concrete_size(b, 1, "block_diag") for b in blocks]
     total, rows, start = sum(widths), [], 0
     for b, w in zip(blocks, widths):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import DEFAULT_FLOAT, bool_
+from ..dtypes import DEFAULT_FLOAT, bool_, f16, f32
 from ..errors import DTypeError
 from ..ops._op import floating_only
 from ..ops.binary import atan2, div, logaddexp, ne, result_type, where
@@ -140,10 +140,14 @@ def mvlgamma(x: Tensor, p: int) -> Tensor:
 
 
 def logaddexp2(x: Any, y: Any) -> Tensor:
-    """log2(2**x + 2**y) without overflow."""
-    x, y = _as_tensor(x, y), _as_tensor(y, x)
-    floating_only(x.dtype, y.dtype, what="logaddexp2")
-    return logaddexp(x * _LN2, y * _LN2) / _LN2
+    """log2(2**x + 2**y) without overflow, in PyTorch's result type (an f16 one computed in f32 and
+    rounded once, as PyTorch's: scaled by ln 2 in f16, an operand lost bits before the sum)."""
+    x, y = _promoted(x, y)
+    dtype = floating_only(x.dtype, y.dtype, what="logaddexp2")
+    if dtype is f16:
+        x, y = x.cast(f32), y.cast(f32)
+    out = logaddexp(x * _LN2, y * _LN2) / _LN2
+    return out.cast(f16) if dtype is f16 else out
 
 
 def _floating(x: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ from ..errors import DTypeError
 from ..shapes import broadcast
 from ._op import Op, no_bf16, unbroadcast
 from ._samples import binary
+from .binary import Elementwise
 from .special import _lgamma_object, lgamma
 from .special_zeta import _zeta_scalar
 from .unary import exp, log
@@ -199,7 +200,7 @@ def _vjp(upper: bool):
 
 
 def _op(name: str, upper: bool, doc: str) -> Op:
-    op = Op(
+    op = Elementwise(  # a 0-d or Python-number operand takes the other's dtype, as PyTorch's
         name,
         shape=broadcast,
         dtype=_float_dtype,
