@@ -98,6 +98,30 @@ CASES: dict[str, Callable[[Any], Any]] = {
     "block_diag i32 0-d f64": lambda lib: lib.block_diag(
         lib.tensor([1], dtype=lib.int32), lib.tensor(2.5, dtype=lib.float64)
     ),
+    # float-only element-wise ops: an integer or bool operand beside a float one is promoted
+    **{
+        f"{name} {label}": (lambda name, a, b: lambda lib: getattr(lib, name)(a(lib), b(lib)))(name, a, b)
+        for name in ("hypot", "logaddexp", "nextafter", "igamma", "igammac")
+        for label, a, b in (
+            (
+                "bool f64",
+                lambda lib: lib.tensor([True, False]),
+                lambda lib: lib.tensor([2.0, 0.5], dtype=lib.float64),
+            ),
+            (
+                "i64 f16",
+                lambda lib: lib.tensor([3, 2]),
+                lambda lib: lib.tensor([2.0, 0.7], dtype=lib.float16),
+            ),
+            ("0-d i64 f16", lambda lib: lib.tensor(3), lambda lib: lib.tensor([2.0, 0.7], dtype=lib.float16)),
+            (
+                "f32 0-d f64",
+                lambda lib: lib.tensor([1.0, 0.5]),
+                lambda lib: lib.tensor(2.0, dtype=lib.float64),
+            ),
+            ("i64 i64", lambda lib: lib.tensor([1, 3]), lambda lib: lib.tensor([2, 1])),
+        )
+    },
     # bf16 kept
     "unique bf16": lambda lib: lib.unique(
         lib.tensor([1.5, 2.0, 1.5, NAN]).to(lib.bfloat16), return_inverse=True, return_counts=True
