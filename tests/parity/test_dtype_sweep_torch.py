@@ -140,6 +140,28 @@ CASES: dict[str, Callable[[Any], Any]] = {
     "allclose f32 f16": lambda lib: lib.tensor(
         [lib.tensor([1.0]).allclose(lib.tensor([1.0], dtype=lib.float16))]
     ),
+    # what PyTorch refuses: bool in isin, cov and the trapezoidal rules, a mask or split of another dtype,
+    # numbers where its signature takes tensors
+    "isin bool": lambda lib: lib.isin(lib.tensor([True, False]), lib.tensor([True])),
+    "isin i64 bool": lambda lib: lib.isin(lib.tensor([1, 0]), lib.tensor([True])),
+    "cov bool": lambda lib: lib.cov(lib.tensor([True, False, True])),
+    "cov bool fweights": lambda lib: lib.cov(lib.tensor([1.0, 2.0]), fweights=lib.tensor([True, True])),
+    "trapezoid bool": lambda lib: lib.trapezoid(lib.tensor([True, False])),
+    "trapezoid x bool": lambda lib: lib.trapezoid(lib.tensor([1.0, 2.0]), lib.tensor([True, False])),
+    "cumulative_trapezoid bool": lambda lib: lib.cumulative_trapezoid(lib.tensor([True, False])),
+    "bincount bool": lambda lib: lib.bincount(lib.tensor([True, False, True])),
+    "masked_select u8 mask": lambda lib: lib.masked_select(
+        lib.tensor([1, 2]), lib.tensor([1, 0], dtype=lib.uint8)
+    ),
+    "masked_select i64 mask": lambda lib: lib.tensor([1, 2]).masked_select(lib.tensor([1, 0])),
+    "tensor_split i32 indices": lambda lib: lib.tensor_split(lib.arange(5), lib.tensor([1], dtype=lib.int32)),
+    "tensor_split f32 indices": lambda lib: lib.arange(5).tensor_split(lib.tensor([1.0])),
+    "tensor_split i64 indices": lambda lib: lib.tensor_split(lib.arange(5), lib.tensor([1, 3])),
+    "gcd number": lambda lib: lib.gcd(lib.tensor([4, 6]), 2),
+    "lcm method number": lambda lib: lib.tensor([4, 6]).lcm(3),
+    "gcd tensors": lambda lib: lib.gcd(lib.tensor([4, 6]), lib.tensor([6, -4])),
+    "equal number": lambda lib: lib.tensor([lib.equal(lib.tensor([2]), 2)]),
+    "allclose method number": lambda lib: lib.tensor([lib.tensor([2.0]).allclose(2.0)]),
     "isclose f32": lambda lib: lib.isclose(
         lib.tensor([1.0, NAN]), lib.tensor([1.0 + 1e-7, NAN]), equal_nan=True
     ),

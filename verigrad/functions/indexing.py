@@ -250,7 +250,10 @@ def _spread_signed(
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of x where the bool mask (broadcast with x) holds, in order, as a vector (eager
-    only: its size depends on the mask)."""
+    only: its size depends on the mask; PyTorch refuses a mask of another dtype)."""
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        got = describe(mask) if isinstance(mask, Tensor) else type(mask).__name__
+        raise DTypeError(f"masked_select: expected a bool tensor for mask, got {got}")
     x, mask = broadcast_tensors(x, mask)
     return getitem(x.reshape(-1), mask.reshape(-1))
 

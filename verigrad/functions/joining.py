@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..dtypes import i64
+from ..errors import DTypeError
 from ..ops.binary import result_type
 from ..ops.checks import checked
 from ..ops.creation import tensor, zeros
@@ -90,6 +91,10 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Ten
     axis = normalize_axis(dim, x.ndim)
     size = concrete_size(x, axis, "tensor_split")
     if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.dtype is not i64:  # PyTorch's: "to have dtype of long"
+            raise DTypeError(
+                f"tensor_split: expected i64 indices or sections, got {describe(indices_or_sections)}"
+            )
         indices_or_sections = indices_or_sections.tolist()
     indices_or_sections = plain_int(indices_or_sections)
     lead = (slice(None),) * axis
