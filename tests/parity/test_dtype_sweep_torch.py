@@ -59,6 +59,7 @@ CASES: dict[str, Callable[[Any], Any]] = {
         lib.tensor([1.0, 1.0000001, 2.0]), lib.tensor([1.00000001], dtype=lib.float64)
     ),
     "searchsorted right i64 2.5": lambda lib: lib.searchsorted(I64(lib), 2.5, right=True),
+    "searchsorted bool": lambda lib: lib.searchsorted(lib.tensor([False, True]), lib.tensor([True])),
     "bucketize 2.5 i64": lambda lib: lib.bucketize(lib.tensor([2.5, 7.5]), I64(lib)),
     # gradient of a uniform spacing: (f[i+1] - f[i-1]) / h / 2, f[i] unread (inf next to a number)
     "gradient f32 inf": lambda lib: lib.gradient(lib.tensor([-2.5, -0.5, 0.0, 1.5, NAN, INF])),

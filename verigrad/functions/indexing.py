@@ -319,6 +319,8 @@ def searchsorted(
     scalar = not isinstance(input, Tensor)
     # both compared in PyTorch's result type (a u8 sequence and -2 look for 254, an i64 one and 2.5 for 2.5)
     dtype = result_type(sorted_sequence, input)
+    if dtype is bool_:
+        raise DTypeError("searchsorted: bool is not supported (as PyTorch); cast to an integer")
     values = tensor(input, dtype=dtype) if scalar else input
     if values.dtype is not dtype:
         values = values.cast(dtype)
