@@ -149,7 +149,7 @@ def test_igamma_gradient_in_a_both_refuse(name: str) -> None:
 def test_igamma_refuses_integers_as_pytorch() -> None:
     with pytest.raises(NotImplementedError):
         torch.igamma(torch.tensor([1, 2]), torch.tensor([1, 2]))
-    with pytest.raises(TypeError, match="floating-point"):
+    with pytest.raises(TypeError, match="floating point"):
         verigrad.igamma(verigrad.tensor([1, 2]), verigrad.tensor([1, 2]))
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import f64
-from ..errors import ShapeError
+from ..dtypes import f64, u8
+from ..errors import DTypeError, ShapeError
 from ..ops.creation import tensor
 from ..ops.movement import concat
 from ..settings import get_default_dtype
@@ -54,6 +54,23 @@ def _along(x: Tensor, axis: int, coords: np.ndarray, edge_order: int) -> Tensor:
     return concat([head, inside, tail], axis=axis)
 
 
+def _uniform(x: Tensor, axis: int, h: float, edge_order: int) -> Tensor:
+    """The differences over a uniform spacing h in PyTorch's order of operations (its gradient_helper_float):
+    (f[i+1] - f[i-1]) / h / 2 inside, so that f[i] is never read there (0 * inf would be NaN)."""
+    n = int(x.shape[axis])
+
+    def part(start: int, length: int = 1) -> Tensor:
+        return x.narrow(axis, start, length)
+
+    inside = (part(2, n - 2) - part(0, n - 2)) / h / 2
+    if edge_order == 1:
+        head, tail = (part(1) - part(0)) / h, (part(n - 1) - part(n - 2)) / h
+    else:
+        head = (part(0) * -1.5 + part(1) * 2 - part(2) * 0.5) / h
+        tail = (part(n - 3) * 0.5 - part(n - 2) * 2 + part(n - 1) * 1.5) / h
+    return concat([head, inside, tail], axis=axis)
+
+
 def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None, edge_order: int = 1) -> tuple[Tensor, ...]:
     """The derivative of input estimated along each of `dim` (all axes by default), one tensor per
     axis (PyTorch's torch.gradient): spacing is one number, one per axis, or one coordinate tensor per
@@ -73,6 +90,8 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None, edge_order: in
             f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length {len(axes)} "
             f"(one per dim), got {len(spacings)} values"
         )
+    if input.dtype is u8:
+        raise DTypeError("torch.gradient does not support uint8 input (as PyTorch)")
     x = input if input.dtype.is_float else input.cast(get_default_dtype())
     out = []
     for axis, h in zip(axes, spacings, strict=True):
@@ -88,7 +107,7 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None, edge_order: in
                     f"torch.gradient: the coordinates of dim {axis} must be [{n}], got {describe(h)}"
                 )
             coords = h.cast(f64).numpy()
-        else:
-            coords = np.arange(n, dtype=np.float64) * float(h)
-        out.append(_along(x, axis, coords, edge_order))
+            out.append(_along(x, axis, coords, edge_order))
+        else:  # the input's own differences (an integer input's wrap as PyTorch's), then a float
+            out.append(_uniform(input, axis, h, edge_order))
     return tuple(out)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bf16, bool_, f32, i32, i64
 from ..errors import AxisError, DTypeError, ShapeError
-from ..ops.binary import eq, gt, lt, where
+from ..ops.binary import eq, gt, lt, result_type, where
 from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full, tensor
 from ..ops.data_in import check_number
@@ -250,7 +250,10 @@ def _spread_signed(
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:
     """The elements of x where the bool mask (broadcast with x) holds, in order, as a vector (eager
-    only: its size depends on the mask)."""
+    only: its size depends on the mask; PyTorch refuses a mask of another dtype)."""
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        got = describe(mask) if isinstance(mask, Tensor) else type(mask).__name__
+        raise DTypeError(f"masked_select: expected a bool tensor for mask, got {got}")
     x, mask = broadcast_tensors(x, mask)
     return getitem(x.reshape(-1), mask.reshape(-1))
 
@@ -314,7 +317,15 @@ def searchsorted(
             )
         sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
     scalar = not isinstance(input, Tensor)
-    values = tensor(input, dtype=sorted_sequence.dtype) if scalar else input
+    # both compared in PyTorch's result type (a u8 sequence and -2 look for 254, an i64 one and 2.5 for 2.5)
+    dtype = result_type(sorted_sequence, input)
+    if dtype is bool_:
+        raise DTypeError("searchsorted: bool is not supported (as PyTorch); cast to an integer")
+    values = tensor(input, dtype=dtype) if scalar else input
+    if values.dtype is not dtype:
+        values = values.cast(dtype)
+    if sorted_sequence.dtype is not dtype:
+        sorted_sequence = sorted_sequence.cast(dtype)
     found = searchsorted_op(sorted_sequence, values.reshape(1) if scalar else values, right=right)
     if scalar:
         found = found.reshape(())

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..dtypes import i64
+from ..errors import DTypeError
+from ..ops.binary import result_type
 from ..ops.checks import checked
 from ..ops.creation import tensor, zeros
 from ..ops.index import take as _take_along
@@ -89,6 +91,10 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Ten
     axis = normalize_axis(dim, x.ndim)
     size = concrete_size(x, axis, "tensor_split")
     if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.dtype is not i64:  # PyTorch's: "to have dtype of long"
+            raise DTypeError(
+                f"tensor_split: expected i64 indices or sections, got {describe(indices_or_sections)}"
+            )
         indices_or_sections = indices_or_sections.tolist()
     indices_or_sections = plain_int(indices_or_sections)
     lead = (slice(None),) * axis
@@ -178,9 +184,7 @@ def block_diag(*tensors: Tensor) -> Tensor:
         raise ValueError("block_diag takes tensors of at most 2 dims")
     if not blocks:
         return zeros(1, 0)
-    dtype = blocks[0].dtype
-    for b in blocks[1:]:
-        dtype = (zeros(1, dtype=dtype) + zeros(1, dtype=b.dtype)).dtype
+    dtype = result_type(*tensors)  # PyTorch's: a 0-d block beside larger ones is a weak operand
     widths = [concrete_size(b, 1, "block_diag") for b in blocks]
     total, rows, start = sum(widths), [], 0
     for b, w in zip(blocks, widths):

@@ -52,13 +52,14 @@ def cov(
     frequency and importance weights, as torch.cov (a 0-d result for one variable)."""
     if input.ndim > 2:
         raise ShapeError(f"cov: expected input to have two or fewer dimensions, got {describe(input)}")
+    _no_bool("cov", input)
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not x.dtype.is_float:
         x = x.cast(settings.get_default_dtype())
     n = x.shape[1]
     w = None
     if fweights is not None:
-        if fweights.ndim > 1 or fweights.dtype.is_float or fweights.numel() != n:
+        if fweights.ndim > 1 or fweights.dtype.kind not in "iu" or fweights.numel() != n:
             raise ShapeError(f"cov: fweights must be integer and have {n} entries, got {describe(fweights)}")
         w = fweights
     if aweights is not None:
@@ -103,6 +104,7 @@ def _trapezoid_sides(
     trapezoidal rule along `dim`."""
     if x is not None and dx is not None:
         raise TypeError(f"{name}: give x or dx, not both")
+    _no_bool(name, y, x)
     axis = normalize_axis(dim, y.ndim)
     size = y.shape[axis]
     left, right = (
@@ -119,6 +121,12 @@ def _trapezoid_sides(
     else:
         d = x.diff(dim=dim)
     return left + right, d, None, axis
+
+
+def _no_bool(name: str, *operands: Any) -> None:
+    """PyTorch's refusal of bool tensors in these functions (cov, the trapezoidal rules, isin)."""
+    if any(isinstance(a, Tensor) and a.dtype is bool_ for a in operands):
+        raise DTypeError(f"{name}: bool tensors are not supported (as PyTorch); cast to an integer or float")
 
 
 def trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
@@ -172,11 +180,13 @@ def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:
 
 
 def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
-    """Whether each entry of elements is among test_elements (or not, with invert), as torch.isin."""
+    """Whether each entry of elements is among test_elements (or not, with invert), as torch.isin (which
+    refuses bool)."""
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
         raise TypeError("isin: elements or test_elements must be a Tensor")
     e = elements if isinstance(elements, Tensor) else tensor(elements)
     t = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements)
+    _no_bool("isin", e, t)
     found = (unsqueeze(e, -1) == t.reshape(-1)).any(-1) if t.numel() else zeros(tuple(e.shape), dtype=bool_)
     return ~found if invert else found
 

@@ -271,6 +271,12 @@ def _unique_axis(name: str, x: Tensor, dim: Any) -> int | None:
     return axis
 
 
+def _in_dtype_of(x: Tensor, values: np.ndarray) -> Tensor:
+    """Values read from x back in x's dtype (a bf16 tensor's are read as f32: exact both ways)."""
+    out = from_numpy(np.ascontiguousarray(values))
+    return out if out.dtype is x.dtype else out.cast(x.dtype)
+
+
 def unique(
     x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
@@ -286,7 +292,7 @@ def unique(
         values_of(x, "unique"), return_inverse=True, return_counts=True, axis=axis, equal_nan=False
     )
     values, inverse, counts = found
-    out = [from_numpy(np.ascontiguousarray(values))]
+    out = [_in_dtype_of(x, values)]
     if return_inverse:
         shape = x.shape if axis is None else (x.shape[axis],)
         out.append(from_numpy(inverse.reshape(shape).astype(np.int64)))
@@ -314,7 +320,7 @@ def unique_consecutive(
     starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
     kept = rows[starts]
     kept = kept.reshape(-1) if axis is None else np.moveaxis(kept.reshape(kept.shape[0], *rest), 0, axis)
-    out = [from_numpy(np.ascontiguousarray(kept))]
+    out = [_in_dtype_of(x, kept)]
     if return_inverse:
         inverse = np.cumsum(starts) - 1
         out.append(from_numpy(inverse.reshape(values.shape if axis is None else -1).astype(np.int64)))

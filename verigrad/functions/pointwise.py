@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import bool_, f16, i64, promote
+from ..dtypes import bf16, bool_, f16, f32, f64, i64, promote
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
+from ..ops.creation import tensor
 from ..ops.data_in import check_number
 from ..ops.fused import OPMATH, fma
 from ..ops.unary import round_ as _round_half_even
@@ -138,11 +139,18 @@ def isfinite(x: Tensor) -> Tensor:
     return eq(x, x) if x.dtype is bool_ else eq(sub(x, x), 0)
 
 
+_BF16_MAX = float.fromhex("0x1.fep127")  # the largest finite bf16
+
+
 def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
     """NaN replaced by `nan`, +inf and -inf by `posinf` and `neginf` (default: the dtype's largest and
     least finite values)."""
     if not x.dtype.is_float:
         return x
+    if x.dtype is bf16:  # computed in f32 (exact both ways) with the numbers rounded to bf16 first
+        fills = [nan, _BF16_MAX if posinf is None else posinf, -_BF16_MAX if neginf is None else neginf]
+        nan, posinf, neginf = tensor(fills, dtype=f64).cast(bf16).cast(f32).tolist()
+        return nan_to_num(x.cast(f32), nan, posinf, neginf).cast(bf16)
     info = np.finfo(x.dtype.np)
     top = float(info.max) if posinf is None else posinf
     bottom = float(info.min) if neginf is None else neginf
@@ -151,7 +159,9 @@ def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = No
 
 def isclose(a: Tensor, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|a - b| <= atol + rtol |b| elementwise (PyTorch's): equal values (infinities too) are close, and
-    NaNs are close to each other with `equal_nan`; bools are close where equal."""
+    NaNs are close to each other with `equal_nan`; bools are close where equal. Two tensors must be of
+    one dtype, as PyTorch's."""
+    _one_dtype("isclose", a, b)
     if (
         isinstance(a, Tensor)
         and a.dtype.name == "bool"
@@ -164,8 +174,18 @@ def isclose(a: Tensor, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan
 
 
 def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
-    """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
+    """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose (two
+    tensors of one dtype)."""
+    _one_dtype("allclose", a, b)
     return bool(np.allclose(values_of(a, "allclose"), values_of(b, "allclose"), rtol, atol, equal_nan))
+
+
+def _one_dtype(what: str, a: Any, b: Any) -> None:
+    """PyTorch's isclose and allclose refuse two tensors of other dtypes ("Float did not match Double")."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is not b.dtype:
+        raise DTypeError(
+            f"{what}: {a.dtype.name} did not match {b.dtype.name}; cast one of them (as PyTorch)"
+        )
 
 
 def equal(a: Tensor, b: Tensor) -> bool:

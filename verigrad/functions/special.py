@@ -8,18 +8,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import DEFAULT_FLOAT, bool_
+from ..dtypes import DEFAULT_FLOAT, bool_, f16, f32
 from ..errors import DTypeError
 from ..ops._op import floating_only
-from ..ops.binary import atan2, div, logaddexp, ne, result_type, where
+from ..ops.binary import atan2, div, maximum, ne, result_type, where
 from ..ops.creation import tensor
 from ..ops.special import erfc, erfinv, i0, i1, lgamma
 from ..ops.special import polygamma as _polygamma
 from ..ops.special import xlog1py as _xlog1py
 from ..ops.special import xlogy as _xlogy
-from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, exp, exp2, log, neg, sin, trunc
+from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, exp, exp2, log, log1p, neg, sin, trunc
 from ..tensor import Tensor
-from .pointwise import isnan
+from .pointwise import isinf, isnan
 
 _LN2 = math.log(2.0)
 
@@ -140,10 +140,16 @@ def mvlgamma(x: Tensor, p: int) -> Tensor:
 
 
 def logaddexp2(x: Any, y: Any) -> Tensor:
-    """log2(2**x + 2**y) without overflow."""
-    x, y = _as_tensor(x, y), _as_tensor(y, x)
-    floating_only(x.dtype, y.dtype, what="logaddexp2")
-    return logaddexp(x * _LN2, y * _LN2) / _LN2
+    """log2(2**x + 2**y) without overflow, in PyTorch's result type and with PyTorch's formula (an f16
+    one computed in f32 and rounded once, as PyTorch's)."""
+    x, y = _promoted(x, y)
+    dtype = floating_only(x.dtype, y.dtype, what="logaddexp2")
+    if dtype is f16:
+        x, y = x.cast(f32), y.cast(f32)
+    # PyTorch's formula, max + log1p(2^-|x - y|) / ln 2; equal infinities give a gap of 0, not NaN
+    gap = where((x == y) & isinf(x), 0.0, x - y)
+    out = maximum(x, y) + log1p(exp2(neg(abs(gap)))) * (1 / _LN2)
+    return out.cast(f16) if dtype is f16 else out
 
 
 def _floating(x: Tensor) -> Tensor:

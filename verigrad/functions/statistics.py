@@ -234,7 +234,7 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
     on the values: eager."""
     modes.eager_only("bincount")
     values = values_of(x, "bincount")
-    if values.ndim != 1 or values.dtype.kind not in "iub" or (values.size and values.min() < 0):
+    if values.ndim != 1 or values.dtype.kind not in "iu" or (values.size and values.min() < 0):
         raise ValueError(f"bincount takes a 1-D tensor of non-negative integers, got {describe(x)}")
     w = None if weights is None else values_of(weights, "bincount")
     counts = np.bincount(values, w, minlength)

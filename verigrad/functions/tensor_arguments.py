@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ops import binary, special_gamma
+from ..ops import binary, bitwise, special_gamma
 from ..ops import special as special_ops
 from ..tensor import Tensor
 from . import numeric, pointwise, special
@@ -30,6 +30,10 @@ _OPERANDS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "igamma": (special_gamma.igamma, ("input", "other")),
     "igammac": (special_gamma.igammac, ("input", "other")),
     "isclose": (pointwise.isclose, ("input", "other")),
+    "allclose": (pointwise.allclose, ("input", "other")),
+    "equal": (pointwise.equal, ("input", "other")),
+    "gcd": (bitwise.gcd, ("input", "other")),
+    "lcm": (bitwise.lcm, ("input", "other")),
     "dist": (numeric.dist, ("input", "other")),
     "logical_and": (binary.logical_and, ("input", "other")),
     "logical_or": (binary.logical_or, ("input", "other")),

@@ -410,6 +410,18 @@ def floating_only(*dtypes: DType, what: str = "", **_: Any) -> DType:
     return _promoted(dtypes)
 
 
+def promoted_float(*dtypes: DType, what: str = "", **_: Any) -> DType:
+    """The promoted dtype of the operands of PyTorch's float-only element-wise ops (hypot, logaddexp,
+    nextafter, igamma): it must be a float, so an integer or bool operand beside a float one is promoted
+    (i64 with f16 computes in f16); integers and bool alone raise."""
+    no_bf16(*dtypes)
+    out = _promoted(dtypes)
+    if not out.is_float:
+        where = f"{what}: " if what else ""
+        raise DTypeError(f"{where}expected a floating point tensor, got {out.name} (as PyTorch); cast it")
+    return out
+
+
 def float_dtype(*dtypes: DType, **_: Any) -> DType:
     """A float result: floats keep their (promoted) dtype, ints and bool give f32."""
     no_bf16(*dtypes)

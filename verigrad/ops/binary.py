@@ -18,7 +18,7 @@ from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
 from ._fma import fma_f32, fma_f64
-from ._op import Op, Sample, float_dtype, floating_only, lift, no_bf16, numeric_dtype, unbroadcast
+from ._op import Op, Sample, float_dtype, lift, no_bf16, numeric_dtype, promoted_float, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
 from .data_in import check_number
 from .movement import cast
@@ -473,7 +473,7 @@ hypot = _arith(
     _in_f64(np.hypot),
     # d hypot(x, y) = (x dx + y dy) / hypot(x, y) (NaN at the origin, as PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g * x / out, lambda: g * y / out),
-    dtype=floating_only,  # PyTorch has no integer kernel
+    dtype=promoted_float,  # PyTorch has no integer kernel; an integer beside a float is promoted
     low=-2.0,
     high=2.0,
     torch=lambda t, a, b: t.hypot(a, b),
@@ -485,7 +485,7 @@ logaddexp = _arith(
     _in_f64(np.logaddexp),
     # d log(e^x + e^y) = e^x / (e^x + e^y) dx + ...: exp(x - out), which cannot overflow
     lambda g, out, x, y: _both(x, y, lambda: g * (x - out).exp(), lambda: g * (y - out).exp()),
-    dtype=floating_only,  # PyTorch has no integer kernel
+    dtype=promoted_float,  # PyTorch has no integer kernel; an integer beside a float is promoted
     low=-3.0,
     high=3.0,
     torch=lambda t, a, b: t.logaddexp(a, b),

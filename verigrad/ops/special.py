@@ -16,13 +16,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..dtypes import DType, bool_
-from ..errors import DTypeError
+from ..dtypes import DType, bool_, from_numpy_dtype, promote
 from ..shapes import broadcast
 from ..tensor import Tensor
-from ._op import Op, Sample, float_dtype, no_bf16, same_shape, unbroadcast
+from ._op import Op, Sample, float_dtype, no_bf16, promoted_float, same_shape, unbroadcast
 from ._samples import UNARY_SHAPES, binary, unary, uniform
-from .binary import where
+from .binary import Elementwise, where
 from .creation import zeros_like
 from .unary import in_f64, log, log1p
 
@@ -248,11 +247,10 @@ i0 = _special_op(
 )
 
 
-def _same_float_dtype(a: DType, b: DType, **_) -> DType:
-    no_bf16(a, b)
-    if not (a.is_float and b.is_float) or a is not b:
-        raise DTypeError(f"nextafter takes two float tensors of one dtype, got {a.name} and {b.name}")
-    return a
+def _nextafter(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.nextafter in the operands' promoted dtype (PyTorch's: f32 with f64 steps in f64)."""
+    out = promote(from_numpy_dtype(a.dtype), from_numpy_dtype(b.dtype)).np
+    return np.nextafter(a.astype(out, copy=False), b.astype(out, copy=False))
 
 
 def _nextafter_vjp(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> tuple:
@@ -260,11 +258,11 @@ def _nextafter_vjp(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> tuple:
     return unbroadcast(g, x.shape), zeros_like(y)
 
 
-nextafter = Op(
+nextafter = Elementwise(
     "nextafter",
     shape=broadcast,
-    dtype=_same_float_dtype,
-    reference=np.nextafter,
+    dtype=promoted_float,
+    reference=_nextafter,
     vjp=_nextafter_vjp,
     samples=binary(),
     torch=lambda t, a, b: t.nextafter(a, b),

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType, promote
-from ..errors import DTypeError
+from ..dtypes import from_numpy_dtype, promote
 from ..shapes import broadcast
-from ._op import Op, no_bf16, unbroadcast
+from ._op import Op, promoted_float, unbroadcast
 from ._samples import binary
+from .binary import Elementwise
 from .special import _lgamma_object, lgamma
 from .special_zeta import _zeta_scalar
 from .unary import exp, log
@@ -167,18 +167,9 @@ def _regularized(a: np.ndarray, x: np.ndarray, upper: bool) -> np.ndarray:
     return out
 
 
-def _float_dtype(a: DType, x: DType, **_) -> DType:
-    """PyTorch's: floating-point operands only (promoted); integers and bool are refused."""
-    no_bf16(a, x)
-    for d in (a, x):
-        if not d.is_float:
-            raise DTypeError(f"igamma and igammac take floating-point tensors, got {d.name}")
-    return promote(a, x)
-
-
 def _reference(upper: bool):
     def run(a: np.ndarray, x: np.ndarray) -> np.ndarray:
-        dtype = np.result_type(a, x)
+        dtype = promote(from_numpy_dtype(a.dtype), from_numpy_dtype(x.dtype)).np  # an i64 a with f16 x: f16
         return _regularized(a, x, upper).astype(dtype)
 
     return run
@@ -199,10 +190,10 @@ def _vjp(upper: bool):
 
 
 def _op(name: str, upper: bool, doc: str) -> Op:
-    op = Op(
+    op = Elementwise(  # a 0-d or Python-number operand takes the other's dtype, as PyTorch's
         name,
         shape=broadcast,
-        dtype=_float_dtype,
+        dtype=promoted_float,  # an integer beside a float is promoted, as PyTorch's
         reference=_reference(upper),
         vjp=_vjp(upper),
         samples=binary(0.1, 6.0),
