@@ -16,12 +16,13 @@ product, 64^3 with b plain and transposed), where the per-call overhead is most 
 over repetitions of the mean microseconds per call, NumPy's matmul, verigrad's matmul (the function the
 cpu backend's kernel calls) and its exact path.
 
-    python benchmarks/gemm.py --training [--repeat 7] [--threads 1 2]
+    python benchmarks/gemm.py --training [--repeat 7] [--threads 1 2] [--gpt base]
 
-The training steps' products instead (benchmarks/lm_train.py's small GPT: x @ W^T, g @ W and g^T x of
-each layer's qkv, proj, up and down and of the head; the LoRA step's x @ W^T and g @ W at 256 rows):
-verigrad's fast path against PyTorch's torch.matmul (MKL), the two in turn, GFLOP/s from the median
-time: the calling thread's CPU time on one thread (the machine's other load aside), wall time on more.
+The training steps' products instead (benchmarks/lm_train.py's small GPT, or with `--gpt base` its
+10.1M one: x @ W^T, g @ W and g^T x of each layer's qkv, proj, up and down and of the head; the LoRA
+step's x @ W^T and g @ W at 256 rows): verigrad's fast path against PyTorch's torch.matmul (MKL), the
+two in turn, GFLOP/s from the median time: the calling thread's CPU time on one thread (the machine's
+other load aside), wall time on more.
 """
 
 from __future__ import annotations
@@ -128,20 +129,25 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
     return out
 
 
-def training_products() -> list[tuple[str, int, int, int, str]]:
-    """(label, m, k, n, transposed) of the small GPT's products (1024 tokens, width 128, vocabulary 4096)
-    and the LoRA step's (256 tokens; SmolLM2-135M's widths)."""
+GPTS = {"small": (1024, 128, 4096), "base": (2048, 320, 8192)}  # lm_train.py's: tokens, width, vocabulary
+
+
+def training_products(gpt: str = "small") -> list[tuple[str, int, int, int, str]]:
+    """(label, m, k, n, transposed) of lm_train.py's GPT `gpt` (small: 1024 tokens, width 128, vocabulary
+    4096; base: 2048 tokens, width 320, vocabulary 8192) and the LoRA step's (256 tokens; SmolLM2-135M's
+    widths)."""
+    tokens, w, vocab = GPTS[gpt]
     cases = []
-    for name, (n, k) in {"qkv": (384, 128), "proj": (128, 128), "up": (512, 128), "down": (128, 512)}.items():
+    for name, (n, k) in {"qkv": (3 * w, w), "proj": (w, w), "up": (4 * w, w), "down": (w, 4 * w)}.items():
         cases += [
-            (f"{name} x W^T", 1024, k, n, "b"),
-            (f"{name} g W", 1024, n, k, ""),
-            (f"{name} g^T x", n, 1024, k, "a"),
+            (f"{name} x W^T", tokens, k, n, "b"),
+            (f"{name} g W", tokens, n, k, ""),
+            (f"{name} g^T x", n, tokens, k, "a"),
         ]
     cases += [
-        ("head x W^T", 1024, 128, 4096, "b"),
-        ("head g W", 1024, 4096, 128, ""),
-        ("head g^T x", 4096, 1024, 128, "a"),
+        ("head x W^T", tokens, w, vocab, "b"),
+        ("head g W", tokens, vocab, w, ""),
+        ("head g^T x", vocab, tokens, w, "a"),
     ]
     for name, (n, k) in {
         "qkv": (960, 576),
@@ -153,7 +159,7 @@ def training_products() -> list[tuple[str, int, int, int, str]]:
     return cases
 
 
-def training_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
+def training_table(rng: np.random.Generator, threads: list[int], repeat: int, gpt: str = "small") -> Table:
     torch = ensure_torch()
     out = table(
         "f32 training products: GFLOP/s (median), ratio to PyTorch's (torch.matmul) time",
@@ -163,7 +169,7 @@ def training_table(rng: np.random.Generator, threads: list[int], repeat: int) ->
         verigrad.set_threads(n_threads)
         torch.set_num_threads(n_threads)
         clock = time.thread_time if n_threads == 1 else time.perf_counter
-        for label, m, k, n, transposed in training_products():
+        for label, m, k, n, transposed in training_products(gpt):
             a, b = operands(rng, m, k, n, transposed)
             ta, tb = (
                 torch.from_numpy(v) if v.flags.c_contiguous else torch.from_numpy(v.T).T for v in (a, b)
@@ -195,12 +201,15 @@ def main() -> None:
     parser.add_argument(
         "--training", action="store_true", help="the training steps' products against PyTorch"
     )
+    parser.add_argument(
+        "--gpt", choices=sorted(GPTS), default="small", help="--training's GPT (default small)"
+    )
     args = parser.parse_args()
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
     rng = np.random.default_rng(0)
     if args.training:
-        tables = [training_table(rng, args.threads, args.repeat)]
+        tables = [training_table(rng, args.threads, args.repeat, args.gpt)]
     else:
         tables = [gemm_table(rng, args.threads, args.repeat, args.pause)]
         tables.append(tiny_table(rng, args.threads, args.repeat))

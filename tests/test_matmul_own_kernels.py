@@ -168,13 +168,14 @@ def layouts(rng, m: int, k: int, n: int):
         (64, 1100, 48),
         (200, 64, 1088),
         (600, 70, 384),
+        (700, 1500, 40),
     ],
 )
 def test_packed_products_are_one_fma_chain_in_increasing_k(shape):
     """matmul_packed.c's products are, element for element, one f32 FMA chain in increasing k, on 1, 2
     and 3 threads, in every layout: rows and columns that leave partial tiles (6 rows, 64 columns, 16
     lanes), k in several blocks, b packed first (m >= n) or by each unit (a wide c), a transposed a with
-    a long row (1030: packed too)."""
+    a long row (1030) or a larger than the L2 cache (700 x 1500) packed too."""
     rng = np.random.default_rng(40)
     for a, b in layouts(rng, *shape):
         expected = fma_chain(a, b)

@@ -181,9 +181,12 @@ static void pack_chunk(void *ctx, int64_t lo, int64_t hi) {
 /* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) copied
  * together: step p of k at dst + p * a_stride(rows), read by the kernel as a transposed a of that row
  * stride. Read in place, each step of k of a long row (a head's weight gradient g^T x: 16 KiB) was on
- * another page, and the hardware prefetcher followed none. (Packed as BLIS packs a, TILE_M rows after
- * TILE_M rows, the copy took 16 masked copies per 96 floats: the head's g^T x 5-8% slower.) */
+ * another page, and the hardware prefetcher followed none; nor where a is larger than the L2 cache
+ * (the 10.1M GPT's qkv g^T x, 960 x 2048: 0.79-0.88x the time copied; where a fits, 384-768 x 1024, the
+ * copy cost 3-11%). (Packed as BLIS packs a, TILE_M rows after TILE_M rows, the copy took 16 masked
+ * copies per 96 floats: the head's g^T x 5-8% slower.) */
 #define PACK_A_MIN_LDA 1024
+#define PACK_A_MIN_ELEMENTS (1 << 20) /* 4 MiB: twice the L2 cache of a Sapphire Rapids core */
 #define PACK_A_AHEAD 8 /* steps of k */
 
 static int64_t a_stride(int64_t rows) { return cdiv(rows, 16) * 16; }
@@ -204,7 +207,8 @@ PACKED_FN static void pack_a_columns(const float *a, int64_t lda, int64_t rows, 
 PACKED_FN static int packed_unit(const packed_job *s, int64_t i0, int64_t i1, int64_t q0, int64_t q1, float *bbuf,
                                  float *abuf) {
     const blas_job *g = s->g;
-    int cols_layout = g->ta != 111, pack_a = cols_layout && g->lda >= PACK_A_MIN_LDA;
+    int cols_layout = g->ta != 111;
+    int pack_a = cols_layout && (g->lda >= PACK_A_MIN_LDA || g->m * g->k >= PACK_A_MIN_ELEMENTS);
     int from_c = g->beta != 0.0, bad = 0;
     for (int64_t p0 = 0; p0 < g->k; p0 += s->kb) {
         int64_t kc = imin(s->kb, g->k - p0), stride = s->packed ? g->k * PANEL_N : kc * PANEL_N;
