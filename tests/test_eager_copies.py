@@ -124,3 +124,16 @@ def test_a_concatenation_the_pool_does_not_take_is_numpys(c_calls) -> None:
         out = REGISTRY["concat"](*tensors, axis=1)
         assert out.payload.tobytes() == np.concatenate(parts, 1).tobytes()
         assert sum(cpu.chunks_run()) == 0
+
+
+def test_the_reference_backends_copies_are_numpys(c_calls) -> None:
+    a = _random((8, 6), np.float32)
+    x, view = _tensor(a), _tensor(a.T)
+    verigrad.set_threads(2)
+    with verigrad.backend("reference"):
+        for call in (lambda: REGISTRY["concat"](x, x, axis=1), lambda: view.reshape(48)):
+            call()
+            cpu.chunks_run()
+            out = call()
+            assert sum(cpu.chunks_run()) == 0
+        assert out.payload.tobytes() == a.T.reshape(48).tobytes()

@@ -47,6 +47,7 @@ static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_cano
     *S_direct, *S_strides, *S_fast, *S_input, *S_tensors, *S_out, *S_reshape;
 static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",), ("axis",), ("axes",), -1 */
 static PyObject *S_copy_kw; /* ("copy",) */
+static PyObject *call_backend = NULL; /* the backend of the call `direct` makes (borrowed; read under the GIL) */
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))

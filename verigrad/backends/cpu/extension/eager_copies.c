@@ -8,9 +8,11 @@ typedef void (*join_fn)(const char *const *, const int64_t *, int64_t, char *, i
 
 /* A movement call's pool (`fast` = (kind, fn, backend, min_chunk), movement.py): fn's address,
  * backend.threads and min_chunk() into the pointers: 1; 0 where the call copies on this thread as NumPy
- * does (`fast` = (kind,), or this thread records a tape: vg_call's calls only); -1 with an exception */
+ * does (`fast` = (kind,), another backend's call: the reference backend's is NumPy's, or this thread
+ * records a tape: vg_call's calls only); -1 with an exception */
 static int pool_of(PyObject *fast, void **fn, int *threads, long long *chunk) {
-    if (PyTuple_GET_SIZE(fast) != 4 || (recording != NULL && recording())) return 0;
+    if (PyTuple_GET_SIZE(fast) != 4 || PyTuple_GET_ITEM(fast, 2) != call_backend || (recording != NULL && recording()))
+        return 0;
     *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
     if (*fn == NULL) return PyErr_Occurred() ? -1 : 0;
     if (called_int(PyTuple_GET_ITEM(fast, 3), chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 2), threads) < 0)

@@ -358,6 +358,7 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     }
     PyObject *r = NOT_HANDLED;
     if (fast != Py_None) {
+        call_backend = backend;
         r = direct(fast, arrays, n, params);
         if (r == NULL) goto done;
     }
