@@ -23,6 +23,8 @@ place of the GPT's: its plan's loop, which it runs before it replays.
 
 `--eager` gives the same GPT's eager step by op instead (each op call's thread CPU time less that of the
 op calls inside it, summed by op, means over `--repeats` steps): beside the compiled table, call by call.
+Its timer replaces `EagerMode.run`, which turns off vg_eager's calls in C and the loss step's kept gradient
+(cross_entropy and cross_entropy_grad then run apart): the Python path's op calls, not the step's own.
 """
 
 from __future__ import annotations

@@ -105,9 +105,17 @@ def _extension(name: str, sources: tuple[Path, ...], includes: tuple[str, ...]) 
 
 # vg_eager's files, compiled as one module in this order: eager.h (what they share), eager_support.c (what
 # the op call reads: attributes, scalars, the plan key's params), vg_eager.c (the module and the op call),
-# eager_fast.c (the direct kernel calls), eager_method.c (the Method descriptor) and backward.c (the backward
-# engine's walk)
-EAGER_FILES = ("eager.h", "eager_support.c", "vg_eager.c", "eager_fast.c", "eager_method.c", "backward.c")
+# eager_fast.c (the direct kernel calls), eager_copies.c (a reshape's and a concatenation's copies),
+# eager_method.c (the Method descriptor) and backward.c (the backward engine's walk)
+EAGER_FILES = (
+    "eager.h",
+    "eager_support.c",
+    "vg_eager.c",
+    "eager_fast.c",
+    "eager_copies.c",
+    "eager_method.c",
+    "backward.c",
+)
 EAGER_SOURCES = tuple(Path(__file__).resolve().parent / "extension" / f for f in EAGER_FILES)
 
 

@@ -91,6 +91,36 @@ void vg_copy_outer(const char *src, char *out, const int64_t *dims, int64_t oute
     if (p.fn && p.inner > 0) vg_parallel_for(outer * p.inner, min_chunk, threads, copy_outer_chunk, &p);
 }
 
+/* concat's copy (vg_eager's, of C-contiguous arrays that agree off the axis): out's `outer` rows, each
+ * the n pieces' blocks in order (blocks[k] bytes of piece k, whose row i starts i blocks[k] bytes in),
+ * the threads splitting the rows (the bytes as they are: the chunks change no bit).
+ *
+ * vg_join(srcs, blocks, n, out, outer, min_rows, threads) */
+typedef struct {
+    const char *const *srcs;
+    const int64_t *blocks;
+    int64_t n, row;
+    char *out;
+} vg_join_args;
+
+static void join_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const vg_join_args *p = (const vg_join_args *)ctx;
+    char *to = p->out + lo * p->row;
+    for (int64_t i = lo; i < hi; i++)
+        for (int64_t k = 0; k < p->n; k++) {
+            const int64_t b = p->blocks[k];
+            if (b > 0) memcpy(to, p->srcs[k] + i * b, (size_t)b);
+            to += b;
+        }
+}
+
+void vg_join(const char *const *srcs, const int64_t *blocks, int64_t n, char *out, int64_t outer, int64_t min_rows,
+             int threads) {
+    vg_join_args p = {srcs, blocks, n, 0, out};
+    for (int64_t k = 0; k < n; k++) p.row += blocks[k];
+    if (outer > 0 && p.row > 0) vg_parallel_for(outer, min_rows, threads, join_chunk, &p);
+}
+
 /* take_grad along an axis: out[o, idx[i], q] += g[o, i, q] into zeros, g [outer, n, inner] and out
  * [outer, size, inner] C-contiguous, each element's additions made in the order of i, as np.add.at (the
  * reference) makes them: the same bits. A negative index counts from the end; returns 1, with out

@@ -162,10 +162,13 @@ def register(backend: Any, lib: Library) -> None:
     # the references of reshape and permute are np.reshape and np.transpose, which call x.reshape(shape)
     # and x.transpose(axes), slice's x[slices], concat's np.concatenate (of arrays of one dtype, which it
     # does not convert): vg_eager makes those calls itself (_ffi.DIRECT_RESHAPE, ...)
-    REGISTRY["reshape"].reference.eager_c = (_ffi.DIRECT_RESHAPE,)
+    # (a reshape that copies and a concatenation copy through vg_copy and vg_join, the threads splitting
+    # the bytes, where NumPy copies on the caller alone)
+    pool = (backend, _ffi.min_chunk)
+    REGISTRY["reshape"].reference.eager_c = (_ffi.DIRECT_RESHAPE, lib.address("vg_copy"), *pool)
     REGISTRY["permute"].reference.eager_c = (_ffi.DIRECT_PERMUTE,)
     REGISTRY["slice"].reference.eager_c = (_ffi.DIRECT_SLICE,)
-    REGISTRY["concat"].reference.eager_c = (_ffi.DIRECT_CONCAT,)
+    REGISTRY["concat"].reference.eager_c = (_ffi.DIRECT_CONCAT, lib.address("vg_join"), *pool)
     backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
     _state["write_rows"], _state["lib"] = lib.fn("vg_write_rows", _WRITE_ROWS_ARGS), lib
     for name, dtype in _ffi.DTYPES.items():

@@ -16,6 +16,7 @@
 #include <structmember.h>
 
 #define MAX_OPERANDS 8
+#define MAX_JOINED 16 /* the most arrays a concatenation gives the pool (more: copied on the caller) */
 #define FAST_UNARY 1
 #define FAST_BINARY 2
 #define FAST_RESHAPE 3 /* the reference's np.reshape(x, shape): x.reshape(shape) */
@@ -43,8 +44,10 @@ static PyObject *dtype_f32, *dtype_f64, *conform_fn; /* DTypes f32 and f64; eage
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
     *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_size, *S_explicit, *S_seen,
-    *S_direct, *S_strides, *S_fast, *S_input, *S_tensors, *S_out;
+    *S_direct, *S_strides, *S_fast, *S_input, *S_tensors, *S_out, *S_reshape;
 static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",), ("axis",), ("axes",), -1 */
+static PyObject *S_copy_kw; /* ("copy",) */
+static PyObject *call_backend = NULL; /* the backend of the call `direct` makes (borrowed; read under the GIL) */
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -60,6 +63,9 @@ static inline int float_typenum(PyObject *d) {
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params);
 static PyObject *readers(PyObject *module, PyObject *args);
 static PyObject *read_settings(PyObject *module, PyObject *args);
+/* eager_copies.c: a reshape that copies, a concatenation */
+static PyObject *reshape_copied(PyObject *fast, PyArrayObject *x, PyObject *shape, PyArray_Dims *dims);
+static PyObject *concatenated(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params);
 /* eager_method.c: the Method type */
 static PyTypeObject MethodType;
 /* backward.c */

@@ -1,7 +1,7 @@
 /* vg_eager's fast paths (see vg_eager.c): the kernel of a plan that says `fast` called directly, on arrays
  * allocated here, with exactly the arguments its Python wrapper would pass (`direct`: element-wise unary and
  * binary, softmax and log_softmax rows, reductions, matmul, broadcast_to, reshape, permute, slice and
- * concatenation), and the thread and chunk settings those calls read (`readers`, `read_settings`). Compiled
+ * concatenation: eager_copies.c's copies), and the thread and chunk settings those calls read (`readers`, `read_settings`). Compiled
  * after eager.h, eager_support.c and vg_eager.c, as one translation unit with them. */
 typedef void (*unary_fn)(const void *, void *, int64_t, int64_t, int);
 typedef void (*binary_fn)(const void *, const void *, void *, int64_t, int64_t, int);
@@ -51,9 +51,10 @@ static PyObject *sliced(PyObject *x, PyObject *index) {
     return r;
 }
 
-/* A view kernel (`fast` = (kind,)) as the NumPy method its reference calls: x.reshape(shape),
- * x.transpose(axes) (the one param a tuple of ints) or x[slices]; NOT_HANDLED (no exception) otherwise. */
-static PyObject *view(int kind, PyObject *x, PyObject *params) {
+/* A view kernel (`fast` = (kind,), or for reshape (kind, vg_copy, backend, min_chunk): `reshape_copied`) as
+ * the NumPy method its reference calls: x.reshape(shape), x.transpose(axes) (the one param a tuple of
+ * ints) or x[slices]; NOT_HANDLED (no exception) otherwise. */
+static PyObject *view(PyObject *fast, int kind, PyObject *x, PyObject *params) {
     if (!PyArray_CheckExact(x) || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED; /* (a subclass's own) */
     PyObject *name = kind == FAST_RESHAPE ? S_shape : kind == FAST_PERMUTE ? S_axes : S_index;
     PyObject *value = PyDict_GetItemWithError(params, name);
@@ -63,69 +64,11 @@ static PyObject *view(int kind, PyObject *x, PyObject *params) {
     int n = int_items(value, items);
     if (n < 0) return NOT_HANDLED;
     PyArray_Dims dims = {items, n};
-    if (kind == FAST_RESHAPE) return PyArray_Newshape((PyArrayObject *)x, &dims, NPY_CORDER);
-    return PyArray_Transpose((PyArrayObject *)x, &dims);
-}
-
-/* np.concatenate(arrays, axis) where the arrays are C-contiguous, of one plain dtype (no object references)
- * and one rank, and agree off `axis`: NumPy's result then is a new C-contiguous array (its layout follows
- * the inputs' strides, which are C order on every axis longer than 1), whose rows are the inputs' blocks
- * copied in order; made so here, without NumPy's general loop. NOT_HANDLED (no exception) otherwise. */
-static PyObject *copied_together(PyObject **arrays, Py_ssize_t n, long axis) {
-    PyArrayObject *first = (PyArrayObject *)arrays[0];
-    int nd = PyArray_NDIM(first);
-    if (nd == 0 || axis < -nd || axis >= nd || PyDataType_FLAGCHK(PyArray_DESCR(first), NPY_ITEM_REFCOUNT))
-        return NOT_HANDLED;
-    if (axis < 0) axis += nd;
-    npy_intp dims[NPY_MAXDIMS];
-    memcpy(dims, PyArray_DIMS(first), nd * sizeof(npy_intp));
-    dims[axis] = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyArrayObject *a = (PyArrayObject *)arrays[k];
-        if (PyArray_NDIM(a) != nd || !PyArray_IS_C_CONTIGUOUS(a)) return NOT_HANDLED;
-        for (int d = 0; d < nd; d++)
-            if (d != axis && PyArray_DIMS(a)[d] != dims[d]) return NOT_HANDLED;
-        dims[axis] += PyArray_DIMS(a)[axis];
+    if (kind == FAST_RESHAPE) {
+        PyObject *r = reshape_copied(fast, (PyArrayObject *)x, value, &dims);
+        return r != NOT_HANDLED ? r : PyArray_Newshape((PyArrayObject *)x, &dims, NPY_CORDER);
     }
-    PyArray_Descr *descr = PyArray_DESCR(first);
-    Py_INCREF(descr);
-    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
-    if (out == NULL) return NULL;
-    npy_intp outer = 1, inner = PyArray_ITEMSIZE(first); /* rows before `axis`; bytes of one step along it */
-    for (int d = 0; d < axis; d++) outer *= dims[d];
-    for (int d = axis + 1; d < nd; d++) inner *= dims[d];
-    char *to = PyArray_BYTES((PyArrayObject *)out);
-    for (npy_intp i = 0; i < outer; i++)
-        for (Py_ssize_t k = 0; k < n; k++) {
-            npy_intp block = PyArray_DIMS((PyArrayObject *)arrays[k])[axis] * inner;
-            if (block > 0) memcpy(to, PyArray_BYTES((PyArrayObject *)arrays[k]) + i * block, block);
-            to += block;
-        }
-    return out;
-}
-
-/* np.concatenate(arrays, axis) of exact ndarrays of one dtype (the concat reference converts none of
- * them then), the one param `axis` an int; NOT_HANDLED (no exception) otherwise */
-static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params) {
-    if (n < 1 || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
-    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
-    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
-    if (!PyLong_CheckExact(axis)) return NOT_HANDLED;
-    int overflow;
-    long a = PyLong_AsLongAndOverflow(axis, &overflow);
-    if (overflow || a < -NPY_MAXDIMS || a >= NPY_MAXDIMS) return PyErr_Occurred() ? NULL : NOT_HANDLED;
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (!PyArray_CheckExact(arrays[k]) ||
-            PyArray_DESCR((PyArrayObject *)arrays[k]) != PyArray_DESCR((PyArrayObject *)arrays[0]))
-            return NOT_HANDLED;
-    PyObject *r = copied_together(arrays, n, a);
-    if (r != NOT_HANDLED) return r;
-    PyObject *list = PyList_New(n);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(list, k, Py_NewRef(arrays[k]));
-    r = PyArray_Concatenate(list, (int)a);
-    Py_DECREF(list);
-    return r;
+    return PyArray_Transpose((PyArrayObject *)x, &dims);
 }
 
 typedef void (*rows_fn)(const void *, void *, int64_t, int64_t, int64_t, int, int64_t, int);
@@ -635,14 +578,14 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
                    : kind == FAST_MATMUL ? matmul_call(fast, arrays, n, params)
                                          : NOT_HANDLED;
     }
-    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
+    if (PyTuple_CheckExact(fast) && (PyTuple_GET_SIZE(fast) == 1 || PyTuple_GET_SIZE(fast) == 4) &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
-        return concatenated(arrays, n, params);
+        return concatenated(fast, arrays, n, params);
     if (PyErr_Occurred()) return NULL;
-    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 && n == 1) {
+    if (PyTuple_CheckExact(fast) && (PyTuple_GET_SIZE(fast) == 1 || PyTuple_GET_SIZE(fast) == 4) && n == 1) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
-        return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view((int)kind, arrays[0], params) : NOT_HANDLED;
+        return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view(fast, (int)kind, arrays[0], params) : NOT_HANDLED;
     }
     if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) < 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
     int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));

@@ -358,6 +358,7 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     }
     PyObject *r = NOT_HANDLED;
     if (fast != Py_None) {
+        call_backend = backend;
         r = direct(fast, arrays, n, params);
         if (r == NULL) goto done;
     }
@@ -529,11 +530,12 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
         intern(&S_clock, "clock") || intern(&S_size, "size") || intern(&S_input, "input") ||
-        intern(&S_tensors, "tensors") || intern(&S_out, "out"))
+        intern(&S_tensors, "tensors") || intern(&S_out, "out") || intern(&S_reshape, "reshape"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
-    minus_one = PyLong_FromLong(-1);
-    if (names_shape == NULL || names_axis == NULL || names_axes == NULL || minus_one == NULL) return NULL;
+    minus_one = PyLong_FromLong(-1), S_copy_kw = Py_BuildValue("(s)", "copy");
+    if (names_shape == NULL || names_axis == NULL || names_axes == NULL || minus_one == NULL || S_copy_kw == NULL)
+        return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
