@@ -297,6 +297,12 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
             "engine_cpu_ms_per_token": 1000 * d["engine_cpu_seconds_total"] / tokens,
             "sampling_cpu_ms_per_token": 1000 * d["sampling_cpu_seconds_total"] / tokens,
         }
+    if "step_cpu_seconds_total" in d:  # the engine thread's CPU inside the model's forwards
+        tokens = max(d["completion_tokens_total"], 1)
+        out |= {
+            "step_cpu_ms_per_token": 1000 * d["step_cpu_seconds_total"] / tokens,
+            "chunk_cpu_ms_per_token": 1000 * d["chunk_cpu_seconds_total"] / tokens,
+        }
     return out
 
 
@@ -333,7 +339,7 @@ def level(
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     pool_ms = 1000 * (pool1 - pool0) / tokens if pool0 is not None and pool1 is not None and tokens else None
-    return {
+    out = {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
@@ -343,6 +349,12 @@ def level(
         "rows_possible": tokens / max(longest, 1),
         **engine_share(metrics0, engine_metrics(url), wall),
     }
+    if "step_cpu_ms_per_token" in out and None not in (cpu_ms, pool_ms):
+        # the server's CPU outside the model's forwards: all its threads' less the engine thread's inside
+        # the forwards (decode steps and prompt chunks) and the pool workers' (which run only kernels)
+        model_ms = out["step_cpu_ms_per_token"] + out["chunk_cpu_ms_per_token"] + pool_ms
+        out["outside_cpu_ms_per_token"] = cpu_ms - model_ms
+    return out
 
 
 def run(

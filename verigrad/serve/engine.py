@@ -30,11 +30,15 @@ are the same bits whatever batch it lands in, and with a seed its own generator 
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
+The callbacks given to `on_turn` are called on the engine's thread after each batch of events (the
+prompts' first tokens, a step's tokens, the requests ended at close): a listener can pass them on
+together, with one wake-up of another thread a step instead of one a token.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import threading
 import time
@@ -230,8 +234,13 @@ class Engine:
         # of decode_seconds, the time choosing the steps' tokens and sending their events (wall, and the
         # thread's CPU); the thread's CPU time while it works (its share of the kernels included)
         self.sampling_seconds = self.sampling_cpu_seconds = self.engine_cpu_seconds = 0.0
+        # of engine_cpu_seconds, the thread's CPU inside the model's forwards (its share of the kernels, the
+        # plans' Python): the decode steps' (with the chunks joined to them) and the prompts' chunks run
+        # apart; the rest of it is the engine's own Python (admission, sampling, events, the cache's rows)
+        self.step_cpu_seconds = self.chunk_cpu_seconds = 0.0
         self._chosen = 0  # tokens chosen in this turn of the loop, noted in _recent after it
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
+        self._turn_listeners: list[Callable[[], None]] = []
 
     # the public side ------------------------------------------------------------------------------
     def start(self) -> Engine:
@@ -276,6 +285,10 @@ class Engine:
         with self._wake:
             handle.cancelled = True
             self._wake.notify()
+
+    def on_turn(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` on the engine's thread after each batch of events it sent (see above)."""
+        self._turn_listeners.append(listener)
 
     @property
     def queue_depth(self) -> int:
@@ -339,11 +352,16 @@ class Engine:
                 self._finish(s, "cancelled")
             t0 = time.perf_counter()
             self._prefill_some()
+            self._turned()  # the prompts' first tokens before the step, not after it
             t1 = time.perf_counter()
             self.prefill_seconds += t1 - t0
             if self._running:
                 self.decode_rows_total += len(self._running)
                 self._guarded(self._step)
+                t2, cpu2 = time.perf_counter(), time.thread_time()
+                self._turned()  # sending the step's events: counted with choosing its tokens
+                self.sampling_seconds += time.perf_counter() - t2
+                self.sampling_cpu_seconds += time.thread_time() - cpu2
                 self.decode_seconds += time.perf_counter() - t1
             self._note_chosen()
             self.engine_cpu_seconds += time.thread_time() - cpu
@@ -355,6 +373,14 @@ class Engine:
             waiting, self._waiting = list(self._waiting), collections.deque()
         for handle in waiting:  # their clients are answered too
             handle.on_event(Event(finish_reason="cancelled", prompt_tokens=len(handle.request.prompt)))
+        self._turned()
+
+    def _turned(self) -> None:
+        """Tell the `on_turn` listeners that a batch of events was sent (a failing one is skipped)."""
+        for listener in self._turn_listeners:
+            # a listener's failure must not end the thread that serves every request
+            with contextlib.suppress(Exception):
+                listener()
 
     def _note_chosen(self) -> None:
         """Note this turn's tokens in the last minute's counts (`tokens_per_second`): one entry a turn,
@@ -474,6 +500,7 @@ class Engine:
         any chunk length: `forward_chunk` for one, `forward_ragged` for several); after a prompt's last,
         its sequence joins the batch and its first token is sampled."""
         chunks = [p.next_chunk(self.block) for p in prompts]
+        cpu = time.thread_time()
         with no_grad():
             if len(prompts) == 1:
                 (p,), (chunk,) = prompts, chunks
@@ -487,6 +514,7 @@ class Engine:
                     self.ragged_pad,
                 )
         logits = rows.numpy()
+        self.chunk_cpu_seconds += time.thread_time() - cpu
         for p, chunk in zip(prompts, chunks):
             self._chunk_ran(p, len(chunk))
         for p, row in zip(prompts, logits):
@@ -544,8 +572,10 @@ class Engine:
             return
         running = self._running
         ids = np.asarray([[s.last] for s in running], np.int64)
+        cpu = time.thread_time()
         with no_grad():
             logits = self.model.forward_rows(ids, self.cache.cache, [s.length for s in running]).numpy()
+        self.step_cpu_seconds += time.thread_time() - cpu
         self._stepped(logits)
 
     def _joined_step(self, joins: list[_Prefill]) -> None:
@@ -556,6 +586,7 @@ class Engine:
         running, n = self._running, len(self._running)
         lengths = [s.length for s in running]
         chunks = [p.next_chunk(self.block) for p in joins]
+        cpu = time.thread_time()
         with no_grad():
             if self.ragged:
                 tokens = [[s.last] for s in running] + chunks
@@ -572,6 +603,7 @@ class Engine:
                     ids, np.asarray([chunk], np.int64), self.cache.cache, lengths, p.at
                 )
         logits = step.numpy()
+        self.step_cpu_seconds += time.thread_time() - cpu
         self.joined_chunks_total += len(joins)
         self.joined_tokens_total += sum(map(len, chunks))
         for p, chunk in zip(joins, chunks):
