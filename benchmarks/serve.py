@@ -11,7 +11,9 @@ workers', threads vg-pool-<k>) and the clients' own: on a shared machine the wal
 the neighbours too, the CPU time much less so. For verigrad,
 from its /metrics counters, the share of the level's wall time its engine thread spent in decode steps and
 in prefill (the rest it waited for requests; printed per level: of the steps' share, the part choosing
-tokens and sending events, and the engine thread's CPU ms per token, all of it and that part's) and the
+tokens and sending events, and the engine thread's CPU ms per token, all of it and that part's, the part
+inside the model's forwards, and `outside_cpu_ms_per_token`: the server's CPU less the forwards' and the
+pool workers') and the
 decode steps' average rows, beside the most they
 could average under this load (all tokens over the busiest client's: the clients whose answers end sooner
 finish first, and the busiest one's last tokens run in smaller batches).
