@@ -139,3 +139,28 @@ def test_metrics_give_the_engine_threads_time(lm):
     names = ("sampling_seconds", "sampling_cpu_seconds", "engine_cpu_seconds", "step_cpu_seconds")
     for name in [f"{n}_total" for n in (*names, "chunk_cpu_seconds")]:
         assert f"# TYPE verigrad_{name} counter" in text
+
+
+def test_a_prompts_first_token_is_passed_on_before_the_next_prompts_chunk_runs(lm):
+    engine = Engine(*lm, max_batch=4, capacity=256, block=16)
+    assert engine.ragged  # several prompts prefilled in one turn, a chunk of each after the other
+    log, lock, done = [], threading.Lock(), threading.Semaphore(0)
+
+    def on_event(event: Event, i: int) -> None:
+        with lock:
+            log.append(i)
+        if event.finish_reason:
+            done.release()
+
+    engine.on_turn(lambda: log.append("turn"))
+    requests = [Request([3 + i, 40, 7, 9, 11], 2, temperature=0.0) for i in range(2)]
+    for i, r in enumerate(requests):  # waiting before the thread starts: admitted in its first turn
+        engine.submit(r, lambda e, i=i: on_event(e, i))
+    engine.start()
+    try:
+        for _ in requests:
+            assert done.acquire(timeout=60)
+    finally:
+        engine.close()
+    first = [log.index(i) for i in range(2)]
+    assert "turn" in log[first[0] : first[1]]

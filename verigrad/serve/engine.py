@@ -30,9 +30,9 @@ are the same bits whatever batch it lands in, and with a seed its own generator 
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
-The callbacks given to `on_turn` are called on the engine's thread after each batch of events (the
-prompts' first tokens, a step's tokens, the requests ended at close): a listener can pass them on
-together, with one wake-up of another thread a step instead of one a token.
+The callbacks given to `on_turn` are called on the engine's thread after each batch of events (a prompt
+chunk's first tokens, a step's tokens, the requests ended before a step or at close): a listener can pass
+them on together, with one wake-up of another thread a step instead of one a token.
 """
 
 from __future__ import annotations
@@ -352,7 +352,7 @@ class Engine:
                 self._finish(s, "cancelled")
             t0 = time.perf_counter()
             self._prefill_some()
-            self._turned()  # the prompts' first tokens before the step, not after it
+            self._turned()  # the requests it ended (cancelled, refused) before the step, not after it
             t1 = time.perf_counter()
             self.prefill_seconds += t1 - t0
             if self._running:
@@ -454,6 +454,7 @@ class Engine:
                 return
             for batch in [ready] if self.batch_prompts else [[p] for p in ready]:
                 self._prompts_guarded(self._chunks, batch)
+                self._turned()  # a prompt's first token goes out before the next prompt's chunk runs
 
     def _admit_waiting(self) -> None:
         """Admit waiting requests while a row is free (and fewer than `_most_prefills` prompts are being
