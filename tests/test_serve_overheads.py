@@ -1,7 +1,7 @@
 """The server's work outside the decode step: a stream's text chunks encoded from a template made once per
 request (the same characters as the chunk's dictionary encoded), the engine's counters of its thread's
 time (choosing tokens and sending events; its CPU, and of it the model's forwards') and of the tokens per
-second, noted once a turn, and its turn listeners, called once a batch of events (one wake-up a step)."""
+second, noted once a turn."""
 
 from __future__ import annotations
 
@@ -82,41 +82,6 @@ def test_the_engine_counts_its_threads_time_and_the_tokens_per_second(lm):
     assert inside + engine.sampling_cpu_seconds <= engine.engine_cpu_seconds
 
 
-def test_the_engine_tells_its_listeners_once_a_batch_of_events(lm):
-    """Each request's events between two turns: at most one token (a step's, or a prompt's first), so
-    that a listener that passes events on at each turn wakes its reader once a step, and no event is
-    left after the last turn."""
-    engine = Engine(*lm, max_batch=4, capacity=256, block=16)
-    batches, batch, lock, done = [], [], threading.Lock(), threading.Semaphore(0)
-
-    def on_event(event: Event, i: int) -> None:
-        with lock:
-            batch.append((i, len(event.tokens)))
-        if event.finish_reason:
-            done.release()
-
-    def turned() -> None:
-        with lock:
-            if batch:
-                batches.append(list(batch))
-                batch.clear()
-
-    engine.on_turn(turned)
-    engine.start()
-    try:
-        requests = [Request([3 + i, 40, 7, 9], 5 + 2 * i, temperature=0.0) for i in range(3)]
-        for i, r in enumerate(requests):
-            engine.submit(r, lambda e, i=i: on_event(e, i))
-        for _ in requests:
-            assert done.acquire(timeout=60)
-    finally:
-        engine.close()
-    assert not batch  # every event was followed by a turn
-    tokens = [sum(n for i, n in b if i == j) for b in batches for j in range(3)]
-    assert max(tokens) == 1 and sum(tokens) == sum(r.max_tokens for r in requests)
-    assert len(batches) < sum(r.max_tokens for r in requests)  # tokens batched: several a turn
-
-
 def test_metrics_give_the_engine_threads_time(lm):
     from starlette.testclient import TestClient
 
@@ -139,28 +104,3 @@ def test_metrics_give_the_engine_threads_time(lm):
     names = ("sampling_seconds", "sampling_cpu_seconds", "engine_cpu_seconds", "step_cpu_seconds")
     for name in [f"{n}_total" for n in (*names, "chunk_cpu_seconds")]:
         assert f"# TYPE verigrad_{name} counter" in text
-
-
-def test_a_prompts_first_token_is_passed_on_before_the_next_prompts_chunk_runs(lm):
-    engine = Engine(*lm, max_batch=4, capacity=256, block=16)
-    assert engine.ragged  # several prompts prefilled in one turn, a chunk of each after the other
-    log, lock, done = [], threading.Lock(), threading.Semaphore(0)
-
-    def on_event(event: Event, i: int) -> None:
-        with lock:
-            log.append(i)
-        if event.finish_reason:
-            done.release()
-
-    engine.on_turn(lambda: log.append("turn"))
-    requests = [Request([3 + i, 40, 7, 9, 11], 2, temperature=0.0) for i in range(2)]
-    for i, r in enumerate(requests):  # waiting before the thread starts: admitted in its first turn
-        engine.submit(r, lambda e, i=i: on_event(e, i))
-    engine.start()
-    try:
-        for _ in requests:
-            assert done.acquire(timeout=60)
-    finally:
-        engine.close()
-    first = [log.index(i) for i in range(2)]
-    assert "turn" in log[first[0] : first[1]]

@@ -43,10 +43,8 @@ class _Counters:
 class _Dispatch:
     """Events from the engine's thread to the requests' queues on one event loop. `call_soon_threadsafe`
     wakes the loop (a write to its self-pipe, then a turn of the loop): one per token per client made
-    the loop wake eight times a step at 8 clients, and one at the first event of a step still woke it
-    about three times a step (it ran while the engine chose the other rows' tokens). Events queued here
-    wait for `flush`, which the engine calls once its batch of events is sent (`Engine.on_turn`): one
-    wake-up puts them all in their queues, in the order the engine gave them."""
+    the loop wake eight times a step at 8 clients. Events queued here wait for one wake-up, which puts
+    them all in their queues, in the order the engine gave them."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
@@ -55,15 +53,10 @@ class _Dispatch:
         self.scheduled = False
 
     def put(self, queue: asyncio.Queue, event: Event) -> None:
-        """On the engine's thread: `event` for `queue`, delivered at the next `flush`."""
+        """On the engine's thread: `event` for `queue`, with a wake-up of the loop if none is pending."""
         with self.lock:
             self.pending.append((queue, event))
-
-    def flush(self) -> None:
-        """On the engine's thread: wake the loop to deliver the events put since, unless none is pending
-        or a wake-up is (it delivers them too)."""
-        with self.lock:
-            if self.scheduled or not self.pending:
+            if self.scheduled:
                 return
             self.scheduled = True
         with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
@@ -84,15 +77,6 @@ def create_app(
     counters = _Counters()
     names = {model_id, *aliases}
     dispatchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Dispatch] = weakref.WeakKeyDictionary()
-    dispatchers_lock = threading.Lock()  # the loops add theirs while the engine's thread flushes them
-
-    def flush() -> None:  # on the engine's thread, after each batch of its events
-        with dispatchers_lock:
-            every = list(dispatchers.values())
-        for dispatch in every:
-            dispatch.flush()
-
-    engine.on_turn(flush)
     tokenizer = engine.tokenizer
 
     def failure(error: APIError) -> JSONResponse:
@@ -222,10 +206,9 @@ def create_app(
                 )  # fmt: skip
         parsed = protocol.parse(body, chat, encode(chat), engine.capacity)
         loop = asyncio.get_running_loop()
-        with dispatchers_lock:
-            dispatch = dispatchers.get(loop)
-            if dispatch is None:
-                dispatch = dispatchers[loop] = _Dispatch(loop)
+        dispatch = dispatchers.get(loop)
+        if dispatch is None:
+            dispatch = dispatchers[loop] = _Dispatch(loop)
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def on_event(event: Event) -> None:  # on the engine's thread

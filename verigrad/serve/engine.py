@@ -30,15 +30,11 @@ are the same bits whatever batch it lands in, and with a seed its own generator 
 
 `on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
 the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
-The callbacks given to `on_turn` are called on the engine's thread after each batch of events (a prompt
-chunk's first tokens, a step's tokens, the requests ended before a step or at close): a listener can pass
-them on together, with one wake-up of another thread a step instead of one a token.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import itertools
 import threading
 import time
@@ -240,7 +236,6 @@ class Engine:
         self.step_cpu_seconds = self.chunk_cpu_seconds = 0.0
         self._chosen = 0  # tokens chosen in this turn of the loop, noted in _recent after it
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
-        self._turn_listeners: list[Callable[[], None]] = []
 
     # the public side ------------------------------------------------------------------------------
     def start(self) -> Engine:
@@ -285,10 +280,6 @@ class Engine:
         with self._wake:
             handle.cancelled = True
             self._wake.notify()
-
-    def on_turn(self, listener: Callable[[], None]) -> None:
-        """Call `listener()` on the engine's thread after each batch of events it sent (see above)."""
-        self._turn_listeners.append(listener)
 
     @property
     def queue_depth(self) -> int:
@@ -352,16 +343,11 @@ class Engine:
                 self._finish(s, "cancelled")
             t0 = time.perf_counter()
             self._prefill_some()
-            self._turned()  # the requests it ended (cancelled, refused) before the step, not after it
             t1 = time.perf_counter()
             self.prefill_seconds += t1 - t0
             if self._running:
                 self.decode_rows_total += len(self._running)
                 self._guarded(self._step)
-                t2, cpu2 = time.perf_counter(), time.thread_time()
-                self._turned()  # sending the step's events: counted with choosing its tokens
-                self.sampling_seconds += time.perf_counter() - t2
-                self.sampling_cpu_seconds += time.thread_time() - cpu2
                 self.decode_seconds += time.perf_counter() - t1
             self._note_chosen()
             self.engine_cpu_seconds += time.thread_time() - cpu
@@ -373,14 +359,6 @@ class Engine:
             waiting, self._waiting = list(self._waiting), collections.deque()
         for handle in waiting:  # their clients are answered too
             handle.on_event(Event(finish_reason="cancelled", prompt_tokens=len(handle.request.prompt)))
-        self._turned()
-
-    def _turned(self) -> None:
-        """Tell the `on_turn` listeners that a batch of events was sent (a failing one is skipped)."""
-        for listener in self._turn_listeners:
-            # a listener's failure must not end the thread that serves every request
-            with contextlib.suppress(Exception):
-                listener()
 
     def _note_chosen(self) -> None:
         """Note this turn's tokens in the last minute's counts (`tokens_per_second`): one entry a turn,
@@ -454,7 +432,6 @@ class Engine:
                 return
             for batch in [ready] if self.batch_prompts else [[p] for p in ready]:
                 self._prompts_guarded(self._chunks, batch)
-                self._turned()  # a prompt's first token goes out before the next prompt's chunk runs
 
     def _admit_waiting(self) -> None:
         """Admit waiting requests while a row is free (and fewer than `_most_prefills` prompts are being
