@@ -11,7 +11,9 @@ workers', threads vg-pool-<k>) and the clients' own: on a shared machine the wal
 the neighbours too, the CPU time much less so. For verigrad,
 from its /metrics counters, the share of the level's wall time its engine thread spent in decode steps and
 in prefill (the rest it waited for requests; printed per level: of the steps' share, the part choosing
-tokens and sending events, and the engine thread's CPU ms per token, all of it and that part's) and the
+tokens and sending events, and the engine thread's CPU ms per token, all of it and that part's, the part
+inside the model's forwards, and `outside_cpu_ms_per_token`: the server's CPU less the forwards' and the
+pool workers') and the
 decode steps' average rows, beside the most they
 could average under this load (all tokens over the busiest client's: the clients whose answers end sooner
 finish first, and the busiest one's last tokens run in smaller batches).
@@ -301,6 +303,12 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
             "engine_cpu_ms_per_token": 1000 * d["engine_cpu_seconds_total"] / tokens,
             "sampling_cpu_ms_per_token": 1000 * d["sampling_cpu_seconds_total"] / tokens,
         }
+    if "step_cpu_seconds_total" in d:  # the engine thread's CPU inside the model's forwards
+        tokens = max(d["completion_tokens_total"], 1)
+        out |= {
+            "step_cpu_ms_per_token": 1000 * d["step_cpu_seconds_total"] / tokens,
+            "chunk_cpu_ms_per_token": 1000 * d["chunk_cpu_seconds_total"] / tokens,
+        }
     return out
 
 
@@ -337,7 +345,7 @@ def level(
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     pool_ms = 1000 * (pool1 - pool0) / tokens if pool0 is not None and pool1 is not None and tokens else None
-    return {
+    out = {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
@@ -347,6 +355,12 @@ def level(
         "rows_possible": tokens / max(longest, 1),
         **engine_share(metrics0, engine_metrics(url), wall),
     }
+    if "step_cpu_ms_per_token" in out and None not in (cpu_ms, pool_ms):
+        # the server's CPU outside the model's forwards: all its threads' less the engine thread's inside
+        # the forwards (decode steps and prompt chunks) and the pool workers' (which run only kernels)
+        model_ms = out["step_cpu_ms_per_token"] + out["chunk_cpu_ms_per_token"] + pool_ms
+        out["outside_cpu_ms_per_token"] = cpu_ms - model_ms
+    return out
 
 
 def run(

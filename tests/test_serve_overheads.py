@@ -1,6 +1,7 @@
 """The server's work outside the decode step: a stream's text chunks encoded from a template made once per
-request (the same characters as the chunk's dictionary encoded), and the engine's counters of its thread's
-time (choosing tokens and sending events; its CPU) and of the tokens per second, noted once a turn."""
+request (the same characters as the chunk's dictionary encoded), the engine's counters of its thread's
+time (choosing tokens and sending events; its CPU, and of it the model's forwards') and of the tokens per
+second, noted once a turn."""
 
 from __future__ import annotations
 
@@ -75,6 +76,10 @@ def test_the_engine_counts_its_threads_time_and_the_tokens_per_second(lm):
     assert 0 < engine.sampling_seconds < engine.decode_seconds
     assert 0 < engine.sampling_cpu_seconds <= engine.engine_cpu_seconds
     assert engine.engine_cpu_seconds > engine.sampling_cpu_seconds * 2  # the steps' kernels too
+    # the forwards' CPU: within the thread's, the steps' beside the prompts' chunks (run apart: 4 tokens)
+    inside = engine.step_cpu_seconds + engine.chunk_cpu_seconds
+    assert engine.chunk_cpu_seconds > 0 and engine.step_cpu_seconds > 0
+    assert inside + engine.sampling_cpu_seconds <= engine.engine_cpu_seconds
 
 
 def test_metrics_give_the_engine_threads_time(lm):
@@ -85,6 +90,7 @@ def test_metrics_give_the_engine_threads_time(lm):
     engine = Engine(*lm, max_batch=2, capacity=64, block=16).start()
     try:
         engine.sampling_seconds, engine.sampling_cpu_seconds, engine.engine_cpu_seconds = 0.25, 0.125, 2.5
+        engine.step_cpu_seconds, engine.chunk_cpu_seconds = 1.5, 0.5
         with TestClient(create_app(engine, "tiny")) as http:
             text = http.get("/metrics").text
     finally:
@@ -93,5 +99,8 @@ def test_metrics_give_the_engine_threads_time(lm):
     assert found["verigrad_sampling_seconds_total"] == "0.25"
     assert found["verigrad_sampling_cpu_seconds_total"] == "0.125"
     assert found["verigrad_engine_cpu_seconds_total"] == "2.5"
-    for name in ("sampling_seconds_total", "sampling_cpu_seconds_total", "engine_cpu_seconds_total"):
+    assert found["verigrad_step_cpu_seconds_total"] == "1.5"
+    assert found["verigrad_chunk_cpu_seconds_total"] == "0.5"
+    names = ("sampling_seconds", "sampling_cpu_seconds", "engine_cpu_seconds", "step_cpu_seconds")
+    for name in [f"{n}_total" for n in (*names, "chunk_cpu_seconds")]:
         assert f"# TYPE verigrad_{name} counter" in text

@@ -175,6 +175,9 @@ def create_app(
             "CPU seconds of the engine's thread while it works (its share of the kernels included).",
             engine.engine_cpu_seconds,
         )
+        inside = "CPU seconds of the engine's thread inside the model's forwards"
+        metric("step_cpu_seconds_total", "counter", f"{inside} of decode steps.", engine.step_cpu_seconds)
+        metric("chunk_cpu_seconds_total", "counter", f"{inside} of prompt chunks.", engine.chunk_cpu_seconds)
         with counters.lock:
             for status, n in sorted(counters.errors.items()):
                 metric(

@@ -230,6 +230,10 @@ class Engine:
         # of decode_seconds, the time choosing the steps' tokens and sending their events (wall, and the
         # thread's CPU); the thread's CPU time while it works (its share of the kernels included)
         self.sampling_seconds = self.sampling_cpu_seconds = self.engine_cpu_seconds = 0.0
+        # of engine_cpu_seconds, the thread's CPU inside the model's forwards (its share of the kernels, the
+        # plans' Python): the decode steps' (with the chunks joined to them) and the prompts' chunks run
+        # apart; the rest of it is the engine's own Python (admission, sampling, events, the cache's rows)
+        self.step_cpu_seconds = self.chunk_cpu_seconds = 0.0
         self._chosen = 0  # tokens chosen in this turn of the loop, noted in _recent after it
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
 
@@ -474,6 +478,7 @@ class Engine:
         any chunk length: `forward_chunk` for one, `forward_ragged` for several); after a prompt's last,
         its sequence joins the batch and its first token is sampled."""
         chunks = [p.next_chunk(self.block) for p in prompts]
+        cpu = time.thread_time()
         with no_grad():
             if len(prompts) == 1:
                 (p,), (chunk,) = prompts, chunks
@@ -487,6 +492,7 @@ class Engine:
                     self.ragged_pad,
                 )
         logits = rows.numpy()
+        self.chunk_cpu_seconds += time.thread_time() - cpu
         for p, chunk in zip(prompts, chunks):
             self._chunk_ran(p, len(chunk))
         for p, row in zip(prompts, logits):
@@ -544,8 +550,10 @@ class Engine:
             return
         running = self._running
         ids = np.asarray([[s.last] for s in running], np.int64)
+        cpu = time.thread_time()
         with no_grad():
             logits = self.model.forward_rows(ids, self.cache.cache, [s.length for s in running]).numpy()
+        self.step_cpu_seconds += time.thread_time() - cpu
         self._stepped(logits)
 
     def _joined_step(self, joins: list[_Prefill]) -> None:
@@ -556,6 +564,7 @@ class Engine:
         running, n = self._running, len(self._running)
         lengths = [s.length for s in running]
         chunks = [p.next_chunk(self.block) for p in joins]
+        cpu = time.thread_time()
         with no_grad():
             if self.ragged:
                 tokens = [[s.last] for s in running] + chunks
@@ -572,6 +581,7 @@ class Engine:
                     ids, np.asarray([chunk], np.int64), self.cache.cache, lengths, p.at
                 )
         logits = step.numpy()
+        self.step_cpu_seconds += time.thread_time() - cpu
         self.joined_chunks_total += len(joins)
         self.joined_tokens_total += sum(map(len, chunks))
         for p, chunk in zip(joins, chunks):
