@@ -638,6 +638,7 @@ _CYCLE = (
     "avoid this. If you have to use this function, make sure to reset the .grad fields of your parameters "
     "to None after use to break the cycle and avoid the leak."
 )
+_CYCLE_WARNED: list[bool] = []
 
 
 def backward(
@@ -653,7 +654,8 @@ def backward(
     roots = _as_tensors(tensors, "backward()")
     if not roots:
         raise RuntimeError("backward() got no tensors to differentiate")
-    if create_graph:
+    if create_graph and not _CYCLE_WARNED:
+        _CYCLE_WARNED.append(True)  # once per process, as PyTorch's
         warnings.warn(_CYCLE, UserWarning, stacklevel=2)
     retain = create_graph if retain_graph is None else bool(retain_graph)
     targets = None if inputs is None else _as_tensors(inputs, "backward(inputs=...)")
