@@ -1,6 +1,7 @@
 """Small silent differences from PyTorch, bit by bit: the sign of the NaN that var / std / var_mean give
 over no elements, state_dict's `_metadata` (saved, and handed to the load pre-hooks), f16 rsqrt and xlogy
-rounded once from f32, and autograd graph nodes' names and next_functions."""
+rounded once from f32, autograd graph nodes' names and next_functions, `x.to(True)` read as PyTorch's, and
+Python numbers refused where PyTorch wants a tensor."""
 
 from __future__ import annotations
 
@@ -230,3 +231,38 @@ def test_a_range_indexes_as_a_list() -> None:
         results.append((picked.numpy(), a[range(1, 3)].numpy(), a[:, range(3, 0, -1)].numpy()))
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("args", [(True,), (False,), (1.5,), (True, False, True)])
+def test_to_reads_a_first_bool_or_float_as_its_type(args: tuple) -> None:
+    """x.to(True) is x.to(bool), x.to(1.5) x.to(float64), as PyTorch reads them (they gave x unchanged)."""
+    ours, theirs = verigrad.ones(2).to(*args), torch.ones(2).to(*args)
+    assert ours.numpy().dtype == theirs.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+NUMBERS_REFUSED = {
+    "to(device, non_blocking)": lambda lib: lib.ones(2).to("cpu", True),
+    "broadcast_tensors with a number": lambda lib: lib.broadcast_tensors(lib.ones(2), 2),
+    "pairwise_distance with a number": lambda lib: lib.nn.functional.pairwise_distance(lib.ones(2, 3), 2.0),
+    "pairwise_distance's x1 a number": lambda lib: lib.nn.functional.pairwise_distance(2.0, lib.ones(2, 3)),
+    "cosine_similarity with a number": lambda lib: lib.nn.functional.cosine_similarity(lib.ones(2, 3), 2.0),
+    "trapezoid's x a number": lambda lib: lib.trapezoid(lib.ones(3), 2),
+    "trapz's x a float": lambda lib: lib.trapz(lib.ones(3), x=2.0),
+    "cumulative_trapezoid's x a number": lambda lib: lib.cumulative_trapezoid(lib.ones(3), 2),
+    "tensor_split by True": lambda lib: lib.tensor_split(lib.ones(4), True),
+    "tensor_split at [True]": lambda lib: lib.ones(4).tensor_split([True]),
+}
+
+
+@pytest.mark.parametrize("name", NUMBERS_REFUSED)
+def test_python_numbers_where_a_tensor_is_due_raise_a_type_error(name: str) -> None:
+    for lib in (torch, verigrad):
+        with pytest.raises(TypeError):
+            NUMBERS_REFUSED[name](lib)
+
+
+def test_a_spacing_still_goes_in_dx() -> None:
+    for fn in ("trapezoid", "trapz", "cumulative_trapezoid"):
+        ours = getattr(verigrad, fn)(verigrad.arange(4.0), dx=2)
+        np.testing.assert_array_equal(ours.numpy(), getattr(torch, fn)(torch.arange(4.0), dx=2).numpy())
