@@ -1,7 +1,7 @@
 """Small silent differences from PyTorch, bit by bit: the sign of the NaN that var / std / var_mean give
 over no elements, state_dict's `_metadata` (saved, and handed to the load pre-hooks), f16 rsqrt and xlogy
 rounded once from f32, autograd graph nodes' names and next_functions, `x.to(True)` read as PyTorch's, and
-Python numbers refused where PyTorch wants a tensor."""
+Python numbers refused where PyTorch wants a tensor (distributions' log_prob / cdf values among them)."""
 
 from __future__ import annotations
 
@@ -266,3 +266,47 @@ def test_a_spacing_still_goes_in_dx() -> None:
     for fn in ("trapezoid", "trapz", "cumulative_trapezoid"):
         ours = getattr(verigrad, fn)(verigrad.arange(4.0), dx=2)
         np.testing.assert_array_equal(ours.numpy(), getattr(torch, fn)(torch.arange(4.0), dx=2).numpy())
+
+
+def _distributions(lib: Any) -> dict[str, Any]:
+    d, t = lib.distributions, lib.tensor
+    return {
+        "Normal": d.Normal(0.0, 1.0),
+        "Uniform": d.Uniform(0.0, 2.0),
+        "Exponential": d.Exponential(1.0),
+        "Laplace": d.Laplace(0.0, 1.0),
+        "Gumbel": d.Gumbel(0.0, 1.0),
+        "Bernoulli": d.Bernoulli(0.3),
+        "Categorical": d.Categorical(t([0.2, 0.8])),
+        "OneHotCategorical": d.OneHotCategorical(t([0.2, 0.8])),
+        "MultivariateNormal": d.MultivariateNormal(lib.zeros(2), lib.eye(2)),
+        "Independent": d.Independent(d.Normal(lib.zeros(2), lib.ones(2)), 1),
+        "RelaxedOneHotCategorical": d.RelaxedOneHotCategorical(t(0.5), t([0.2, 0.8])),
+        "LogNormal": d.LogNormal(0.0, 1.0),
+        "Beta": d.Beta(t(2.0), t(2.0)),
+        "Dirichlet": d.Dirichlet(t([1.0, 2.0])),
+    }
+
+
+CHECKED_VALUES = [(name, "log_prob", v) for name in _distributions(torch) for v in (1, [0.5])] + [
+    (name, "cdf", 1) for name in ("Normal", "Uniform", "Exponential", "Laplace")
+]
+
+
+@pytest.mark.parametrize(("name", "method", "value"), CHECKED_VALUES)
+def test_a_value_that_is_no_tensor_raises_value_error(name: str, method: str, value: Any) -> None:
+    """PyTorch's validation (on by default) refuses a number or a list given to log_prob / cdf; they were
+    read as tensors (Normal(0., 1.).log_prob(1) answered)."""
+    for lib in (torch, verigrad):
+        with pytest.raises(ValueError, match="The value argument to log_prob must be a Tensor"):
+            getattr(_distributions(lib)[name], method)(value)
+
+
+def test_without_validation_a_number_is_still_read() -> None:
+    for lib in (torch, verigrad):
+        normal = lib.distributions.Normal(lib.tensor(0.0), lib.tensor(1.0), validate_args=False)
+        assert abs(float(normal.log_prob(lib.tensor(1.0))) + 1.4189385) < 1e-6
+    assert (
+        abs(float(verigrad.distributions.Normal(0.0, 1.0, validate_args=False).log_prob(1)) + 1.4189385)
+        < 1e-6
+    )
