@@ -310,3 +310,35 @@ def test_without_validation_a_number_is_still_read() -> None:
         abs(float(verigrad.distributions.Normal(0.0, 1.0, validate_args=False).log_prob(1)) + 1.4189385)
         < 1e-6
     )
+
+
+def _attention(lib: Any, q: np.ndarray, mask: np.ndarray, **kwargs: Any) -> np.ndarray:
+    t = lib.from_numpy(q)
+    out = lib.nn.functional.scaled_dot_product_attention(
+        t, t * 0.5, t - 1, attn_mask=lib.from_numpy(mask), **kwargs
+    )
+    return np.asarray(out.numpy())
+
+
+def test_an_f16_query_with_an_f32_mask_gives_f16() -> None:
+    """PyTorch's f16 attention with an f32 mask (it raised a dtype error); computed in f32 as PyTorch's
+    kernel accumulates: within 2**-9 of PyTorch's (an f16 ulp for outputs in [1, 2); its summation order
+    differs)."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 16, 8)).astype(np.float16)
+    mask = rng.standard_normal((16, 16)).astype(np.float32)
+    ours, theirs = _attention(verigrad, q, mask), _attention(torch, q, mask)
+    assert ours.dtype == theirs.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), theirs.astype(np.float32), rtol=0, atol=2**-9)
+
+
+@pytest.mark.parametrize("mask", [np.zeros(4, np.float32), np.ones(4, bool), np.zeros((), np.float32)])
+def test_a_mask_of_under_two_dimensions(mask: np.ndarray) -> None:
+    """PyTorch's 4-D query refuses it (IndexError; not with dropout); a 3-D query broadcasts it."""
+    q = np.linspace(-1, 1, 2 * 4 * 8, dtype=np.float32)
+    for lib in (torch, verigrad):
+        with pytest.raises(IndexError):
+            _attention(lib, q.reshape(1, 2, 4, 8), mask)
+    np.testing.assert_allclose(
+        _attention(verigrad, q.reshape(2, 4, 8), mask), _attention(torch, q.reshape(2, 4, 8), mask), rtol=1e-6
+    )
