@@ -123,6 +123,20 @@ def test_corpus_is_tokenized_once_then_read_from_the_cache(corpus_dir, tmp_path,
         prepare_corpus(files, 300, seed=0, cache=tmp_path / "c")
 
 
+def test_a_failed_cache_write_leaves_no_temporary_file(corpus_dir, tmp_path, monkeypatch):
+    def disk_full(f, array):
+        f.write(b"half an array")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        prepare_corpus(text_files(corpus_dir), 300, seed=0, cache=tmp_path / "c")
+    left = [p.name for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert left == []  # no temporary, and no info.json: the folder is not taken for a complete one
+    monkeypatch.undo()
+    assert prepare_corpus(text_files(corpus_dir), 300, seed=0, cache=tmp_path / "c").train_files == 7
+
+
 def test_a_corpus_without_text_is_refused(tmp_path):
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "a.dat").write_bytes(bytes(range(256)) * 4)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.cpu.cache import cache_dir
+from ..io.atomic import write_atomically
 
 END_OF_TEXT = "<|endoftext|>"  # between files, so the model learns where one ends
 # tests, the IDE, installed packages, and `encodings/` (codec tables: 12% of the bytes, generated, not code
@@ -188,16 +189,11 @@ def _joined(encodings: list[Any], end: int) -> Iterator[int]:
 
 
 def _save_atomically(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, array)
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: np.save(f, array))  # a failed write leaves no temporary file
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _load(folder: Path) -> Corpus:
@@ -205,7 +201,7 @@ def _load(folder: Path) -> Corpus:
     return Corpus(
         train=np.load(folder / "train.npy", mmap_mode="r"),
         validation=np.load(folder / "validation.npy", mmap_mode="r"),
-        tokenizer_json=(folder / "tokenizer.json").read_text(),
+        tokenizer_json=(folder / "tokenizer.json").read_text(encoding="utf-8"),
         folder=folder,
         **info,
     )
