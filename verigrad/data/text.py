@@ -12,6 +12,7 @@ reads).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sysconfig
@@ -22,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.cpu.cache import cache_dir
-from ..io.atomic import write_atomically
+from ..backends.cpu.cache import cache_dir, write_atomically
 
 END_OF_TEXT = "<|endoftext|>"  # between files, so the model learns where one ends
 # tests, the IDE, installed packages, and `encodings/` (codec tables: 12% of the bytes, generated, not code
@@ -189,11 +189,13 @@ def _joined(encodings: list[Any], end: int) -> Iterator[int]:
 
 
 def _save_atomically(path: Path, array: np.ndarray) -> None:
-    write_atomically(path, lambda f: np.save(f, array))  # a failed write leaves no temporary file
+    npy = io.BytesIO()
+    np.save(npy, array)
+    write_atomically(path, npy.getbuffer(), f".{path.stem}-")  # a failed write leaves no temporary file
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
-    write_atomically(path, lambda f: f.write(text.encode("utf-8")))
+    write_atomically(path, text.encode("utf-8"), f".{path.stem}-")
 
 
 def _load(folder: Path) -> Corpus:
