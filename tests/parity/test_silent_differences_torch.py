@@ -241,6 +241,21 @@ def test_to_reads_a_first_bool_or_float_as_its_type(args: tuple) -> None:
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.zeros(2, dtype=float),
+        lambda lib: lib.ones(2).to(float),
+        lambda lib: lib.ones(2).to(dtype=float),
+        lambda lib: lib.tensor([1, 2], dtype=float),
+        lambda lib: lib.arange(3, dtype=float),
+    ],
+)
+def test_python_float_as_a_dtype_is_float64(call: Callable[[Any], Any]) -> None:
+    """PyTorch reads Python's float as float64 whatever the default dtype (verigrad read it as f32)."""
+    _same_bits(call)
+
+
 NUMBERS_REFUSED = {
     "to(device, non_blocking)": lambda lib: lib.ones(2).to("cpu", True),
     "broadcast_tensors with a number": lambda lib: lib.broadcast_tensors(lib.ones(2), 2),
