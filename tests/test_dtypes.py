@@ -35,7 +35,7 @@ def test_names_and_properties() -> None:
     assert [d.is_signed for d in (bool_, u8, i8, i16, f16)] == [False, False, True, True, True]
     assert [d.is_floating_point for d in (u8, i64, bf16, f32)] == [False, False, True, True]
     assert as_dtype("int8") is i8 and as_dtype("short") is i16 and as_dtype(np.int16) is i16
-    assert as_dtype(int) is i64 and as_dtype(float) is f32  # Python's types: the default dtypes
+    assert as_dtype(int) is i64 and as_dtype(float) is f64  # Python's types, as PyTorch reads them
     assert verigrad.is_floating_point(verigrad.zeros(2)) and not verigrad.is_floating_point(
         verigrad.tensor([1])
     )

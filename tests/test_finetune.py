@@ -4,6 +4,7 @@ adapters under PEFT's names."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -330,6 +331,35 @@ def test_the_merged_gguf_gives_the_fine_tuned_logits_within_the_rounding(tuned, 
     error = np.abs(got - expected).max()
     assert error <= BOUNDS[merge] * np.abs(expected).max()
     assert error < SHARE[merge] * np.abs(base - expected).max()  # the fine-tuning is in the file
+
+
+def test_an_export_cut_between_its_two_files_is_detected(tuned, tmp_path, monkeypatch):
+    """The config is written first, the adapters naming its digest last: an export interrupted after the
+    config leaves the old adapters beside the new config, which check_adapters refuses."""
+    run, _ = tuned
+    cut = copy.copy(run)
+    cut.config = copy.copy(run.config)
+    cut.config.out, cut.config.merge = str(tmp_path), None
+    ft.export(cut)
+    ft.check_adapters(tmp_path)  # one export's pair
+    old = (tmp_path / ft.ADAPTERS).read_bytes()
+    cut.config.model = "another-base.gguf"  # a new config text
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ft, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ft.export(cut)
+    assert (tmp_path / ft.ADAPTERS).read_bytes() == old and "another-base" in (
+        tmp_path / ft.ADAPTER_CONFIG
+    ).read_text()
+    with pytest.raises(ValueError, match=r"not exported with this adapter_config\.json"):
+        ft.check_adapters(tmp_path)
+    monkeypatch.undo()
+    ft.export(cut)  # exported again: a pair
+    ft.check_adapters(tmp_path)
+    assert not temporaries(tmp_path / ft.ADAPTERS) and not temporaries(tmp_path / ft.ADAPTER_CONFIG)
 
 
 def test_peft_adapters_on_the_half_split_model_give_the_fine_tuned_logits(tuned, files):

@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -121,6 +122,19 @@ def test_corpus_is_tokenized_once_then_read_from_the_cache(corpus_dir, tmp_path,
     (corpus_dir / "module_3.py").write_text("def changed():\n    pass\n" * 40)  # a new key: made again
     with pytest.raises(AssertionError, match="trained again"):
         prepare_corpus(files, 300, seed=0, cache=tmp_path / "c")
+
+
+def test_a_failed_cache_write_leaves_no_temporary_file(corpus_dir, tmp_path, monkeypatch):
+    def disk_full(*args):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)  # each file written, then not moved into place
+    with pytest.raises(OSError, match="No space left"):
+        prepare_corpus(text_files(corpus_dir), 300, seed=0, cache=tmp_path / "c")
+    left = [p.name for p in (tmp_path / "c").rglob("*") if p.is_file()]
+    assert left == []  # no temporary, and no info.json: the folder is not taken for a complete one
+    monkeypatch.undo()
+    assert prepare_corpus(text_files(corpus_dir), 300, seed=0, cache=tmp_path / "c").train_files == 7
 
 
 def test_a_corpus_without_text_is_refused(tmp_path):

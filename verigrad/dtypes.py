@@ -108,7 +108,7 @@ def as_dtype(value: object) -> DType:
     if value is int:
         return DEFAULT_INT
     if value is float:
-        return DEFAULT_FLOAT
+        return f64  # PyTorch's: Python's float is float64 whatever the default dtype
     try:
         return _BY_NUMPY[np.dtype(value)]  # type: ignore[call-overload]
     except (TypeError, KeyError):

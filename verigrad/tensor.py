@@ -412,10 +412,14 @@ def to_arguments(where: str, args: tuple, kwargs: dict) -> tuple[DType | None, b
     dev, dtype = kwargs.get("device"), kwargs.get("dtype")
     if rest and isinstance(rest[0], Tensor):
         dtype = rest.pop(0).dtype
+    elif rest and isinstance(rest[0], bool | float):  # PyTorch's: a first bool or float names its type
+        dtype = bool_ if isinstance(rest.pop(0), bool) else f64
     else:
         if rest and (rest[0] is None or is_device(rest[0]) or _is_index(rest[0])):
             dev = rest.pop(0)
-        if rest and not isinstance(rest[0], bool):
+            if rest and isinstance(rest[0], bool):  # (device, non_blocking): PyTorch's TypeError
+                raise TypeError(f"{where}() takes (device, dtype) before non_blocking; got {args!r}")
+        if rest:
             dtype = rest.pop(0)
     if len(rest) > 2 or not all(isinstance(flag, bool) for flag in rest):
         raise TypeError(

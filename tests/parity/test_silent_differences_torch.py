@@ -1,6 +1,7 @@
 """Small silent differences from PyTorch, bit by bit: the sign of the NaN that var / std / var_mean give
 over no elements, state_dict's `_metadata` (saved, and handed to the load pre-hooks), f16 rsqrt and xlogy
-rounded once from f32, and autograd graph nodes' names and next_functions."""
+rounded once from f32, autograd graph nodes' names and next_functions, `x.to(True)` read as PyTorch's, and
+Python numbers refused where PyTorch wants a tensor (distributions' log_prob / cdf values among them)."""
 
 from __future__ import annotations
 
@@ -230,3 +231,129 @@ def test_a_range_indexes_as_a_list() -> None:
         results.append((picked.numpy(), a[range(1, 3)].numpy(), a[:, range(3, 0, -1)].numpy()))
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("args", [(True,), (False,), (1.5,), (True, False, True)])
+def test_to_reads_a_first_bool_or_float_as_its_type(args: tuple) -> None:
+    """x.to(True) is x.to(bool), x.to(1.5) x.to(float64), as PyTorch reads them (they gave x unchanged)."""
+    ours, theirs = verigrad.ones(2).to(*args), torch.ones(2).to(*args)
+    assert ours.numpy().dtype == theirs.numpy().dtype
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib: lib.zeros(2, dtype=float),
+        lambda lib: lib.ones(2).to(float),
+        lambda lib: lib.ones(2).to(dtype=float),
+        lambda lib: lib.tensor([1, 2], dtype=float),
+        lambda lib: lib.arange(3, dtype=float),
+    ],
+)
+def test_python_float_as_a_dtype_is_float64(call: Callable[[Any], Any]) -> None:
+    """PyTorch reads Python's float as float64 whatever the default dtype (verigrad read it as f32)."""
+    _same_bits(call)
+
+
+NUMBERS_REFUSED = {
+    "to(device, non_blocking)": lambda lib: lib.ones(2).to("cpu", True),
+    "broadcast_tensors with a number": lambda lib: lib.broadcast_tensors(lib.ones(2), 2),
+    "pairwise_distance with a number": lambda lib: lib.nn.functional.pairwise_distance(lib.ones(2, 3), 2.0),
+    "pairwise_distance's x1 a number": lambda lib: lib.nn.functional.pairwise_distance(2.0, lib.ones(2, 3)),
+    "cosine_similarity with a number": lambda lib: lib.nn.functional.cosine_similarity(lib.ones(2, 3), 2.0),
+    "trapezoid's x a number": lambda lib: lib.trapezoid(lib.ones(3), 2),
+    "trapz's x a float": lambda lib: lib.trapz(lib.ones(3), x=2.0),
+    "cumulative_trapezoid's x a number": lambda lib: lib.cumulative_trapezoid(lib.ones(3), 2),
+    "tensor_split by True": lambda lib: lib.tensor_split(lib.ones(4), True),
+    "tensor_split at [True]": lambda lib: lib.ones(4).tensor_split([True]),
+}
+
+
+@pytest.mark.parametrize("name", NUMBERS_REFUSED)
+def test_python_numbers_where_a_tensor_is_due_raise_a_type_error(name: str) -> None:
+    for lib in (torch, verigrad):
+        with pytest.raises(TypeError):
+            NUMBERS_REFUSED[name](lib)
+
+
+def test_a_spacing_still_goes_in_dx() -> None:
+    for fn in ("trapezoid", "trapz", "cumulative_trapezoid"):
+        ours = getattr(verigrad, fn)(verigrad.arange(4.0), dx=2)
+        np.testing.assert_array_equal(ours.numpy(), getattr(torch, fn)(torch.arange(4.0), dx=2).numpy())
+
+
+def _distributions(lib: Any) -> dict[str, Any]:
+    d, t = lib.distributions, lib.tensor
+    return {
+        "Normal": d.Normal(0.0, 1.0),
+        "Uniform": d.Uniform(0.0, 2.0),
+        "Exponential": d.Exponential(1.0),
+        "Laplace": d.Laplace(0.0, 1.0),
+        "Gumbel": d.Gumbel(0.0, 1.0),
+        "Bernoulli": d.Bernoulli(0.3),
+        "Categorical": d.Categorical(t([0.2, 0.8])),
+        "OneHotCategorical": d.OneHotCategorical(t([0.2, 0.8])),
+        "MultivariateNormal": d.MultivariateNormal(lib.zeros(2), lib.eye(2)),
+        "Independent": d.Independent(d.Normal(lib.zeros(2), lib.ones(2)), 1),
+        "RelaxedOneHotCategorical": d.RelaxedOneHotCategorical(t(0.5), t([0.2, 0.8])),
+        "LogNormal": d.LogNormal(0.0, 1.0),
+        "Beta": d.Beta(t(2.0), t(2.0)),
+        "Dirichlet": d.Dirichlet(t([1.0, 2.0])),
+    }
+
+
+CHECKED_VALUES = [(name, "log_prob", v) for name in _distributions(torch) for v in (1, [0.5])] + [
+    (name, "cdf", 1) for name in ("Normal", "Uniform", "Exponential", "Laplace")
+]
+
+
+@pytest.mark.parametrize(("name", "method", "value"), CHECKED_VALUES)
+def test_a_value_that_is_no_tensor_raises_value_error(name: str, method: str, value: Any) -> None:
+    """PyTorch's validation (on by default) refuses a number or a list given to log_prob / cdf; they were
+    read as tensors (Normal(0., 1.).log_prob(1) answered)."""
+    for lib in (torch, verigrad):
+        with pytest.raises(ValueError, match="The value argument to log_prob must be a Tensor"):
+            getattr(_distributions(lib)[name], method)(value)
+
+
+def test_without_validation_a_number_is_still_read() -> None:
+    for lib in (torch, verigrad):
+        normal = lib.distributions.Normal(lib.tensor(0.0), lib.tensor(1.0), validate_args=False)
+        assert abs(float(normal.log_prob(lib.tensor(1.0))) + 1.4189385) < 1e-6
+    assert (
+        abs(float(verigrad.distributions.Normal(0.0, 1.0, validate_args=False).log_prob(1)) + 1.4189385)
+        < 1e-6
+    )
+
+
+def _attention(lib: Any, q: np.ndarray, mask: np.ndarray, **kwargs: Any) -> np.ndarray:
+    t = lib.from_numpy(q)
+    out = lib.nn.functional.scaled_dot_product_attention(
+        t, t * 0.5, t - 1, attn_mask=lib.from_numpy(mask), **kwargs
+    )
+    return np.asarray(out.numpy())
+
+
+def test_an_f16_query_with_an_f32_mask_gives_f16() -> None:
+    """PyTorch's f16 attention with an f32 mask (it raised a dtype error); computed in f32 as PyTorch's
+    kernel accumulates: within 2**-9 of PyTorch's (an f16 ulp for outputs in [1, 2); its summation order
+    differs)."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 16, 8)).astype(np.float16)
+    mask = rng.standard_normal((16, 16)).astype(np.float32)
+    ours, theirs = _attention(verigrad, q, mask), _attention(torch, q, mask)
+    assert ours.dtype == theirs.dtype == np.float16
+    np.testing.assert_allclose(ours.astype(np.float32), theirs.astype(np.float32), rtol=0, atol=2**-9)
+
+
+@pytest.mark.parametrize("mask", [np.zeros(4, np.float32), np.ones(4, bool), np.zeros((), np.float32)])
+def test_a_mask_of_under_two_dimensions(mask: np.ndarray) -> None:
+    """PyTorch's 4-D query refuses it (IndexError; not with dropout); a 3-D query broadcasts it."""
+    q = np.linspace(-1, 1, 2 * 4 * 8, dtype=np.float32)
+    for lib in (torch, verigrad):
+        with pytest.raises(IndexError):
+            _attention(lib, q.reshape(1, 2, 4, 8), mask)
+    np.testing.assert_allclose(
+        _attention(verigrad, q.reshape(2, 4, 8), mask), _attention(torch, q.reshape(2, 4, 8), mask), rtol=1e-6
+    )

@@ -14,6 +14,7 @@ and tokenizer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from ..io import load, save
 from ..io.atomic import write_atomically
 from ..io.gguf import read_gguf
 from ..io.gguf_writer import TYPES, write_like
+from ..io.safetensors_format import read_metadata
 from ..io.tokenizer import Tokenizer
 from ..models.answer_loss import answer_loss
 from ..models.gpt import decay_groups
@@ -60,6 +62,7 @@ from .train_loop import (
 
 CHECKPOINT = "finetune.safetensors"
 ADAPTERS, ADAPTER_CONFIG = "adapter_model.safetensors", "adapter_config.json"
+CONFIG_DIGEST = "adapter_config_sha256"  # in the adapters' metadata: the config exported with them
 MERGES = tuple(TYPES)
 
 
@@ -242,9 +245,12 @@ def export(run: FinetuneRun) -> list[Path]:
     """The adapters as PEFT saves them (LoRA runs), and with `merge` the merged model as a GGUF file."""
     c, out, written = run.config, Path(run.config.out), []
     if not c.full:
-        save(peft_adapters(run.model), out / ADAPTERS, metadata={"format": "pt"})
-        text = json.dumps(adapter_config(run.model, str(c.model)), indent=2) + "\n"
-        write_atomically(out / ADAPTER_CONFIG, lambda f: f.write(text.encode()))
+        text = (json.dumps(adapter_config(run.model, str(c.model)), indent=2) + "\n").encode()
+        # the config first, then the adapters naming its digest: an export cut between the two leaves old
+        # adapters beside the new config, which check_adapters detects (each file is whole, old or new)
+        write_atomically(out / ADAPTER_CONFIG, lambda f: f.write(text))
+        digest = hashlib.sha256(text).hexdigest()
+        save(peft_adapters(run.model), out / ADAPTERS, metadata={"format": "pt", CONFIG_DIGEST: digest})
         written += [out / ADAPTERS, out / ADAPTER_CONFIG]
     if c.merge is not None:
         names = read_gguf(run.source).tensors
@@ -252,6 +258,19 @@ def export(run: FinetuneRun) -> list[Path]:
             write_like(out / f"model-{c.merge}.gguf", run.source, gguf_weights(run.model, names), c.merge)
         )
     return written
+
+
+def check_adapters(folder: str | Path) -> None:
+    """Refuse (ValueError) an adapters file and config that one export did not write together: an export
+    interrupted between its two files, or one of them replaced since."""
+    folder = Path(folder)
+    named = read_metadata(folder / ADAPTERS).get(CONFIG_DIGEST)
+    digest = hashlib.sha256((folder / ADAPTER_CONFIG).read_bytes()).hexdigest()
+    if named != digest:
+        raise ValueError(
+            f"{folder}: {ADAPTERS} was not exported with this {ADAPTER_CONFIG} (an interrupted export, or "
+            "a file replaced since); export them again"
+        )
 
 
 # checkpoints ---------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ reads).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sysconfig
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.cpu.cache import cache_dir
+from ..backends.cpu.cache import cache_dir, write_atomically
 
 END_OF_TEXT = "<|endoftext|>"  # between files, so the model learns where one ends
 # tests, the IDE, installed packages, and `encodings/` (codec tables: 12% of the bytes, generated, not code
@@ -188,16 +189,13 @@ def _joined(encodings: list[Any], end: int) -> Iterator[int]:
 
 
 def _save_atomically(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, array)
-    os.replace(tmp, path)
+    npy = io.BytesIO()
+    np.save(npy, array)
+    write_atomically(path, npy.getbuffer(), f".{path.stem}-")  # a failed write leaves no temporary file
 
 
 def _write_text_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomically(path, text.encode("utf-8"), f".{path.stem}-")
 
 
 def _load(folder: Path) -> Corpus:
@@ -205,7 +203,7 @@ def _load(folder: Path) -> Corpus:
     return Corpus(
         train=np.load(folder / "train.npy", mmap_mode="r"),
         validation=np.load(folder / "validation.npy", mmap_mode="r"),
-        tokenizer_json=(folder / "tokenizer.json").read_text(),
+        tokenizer_json=(folder / "tokenizer.json").read_text(encoding="utf-8"),
         folder=folder,
         **info,
     )

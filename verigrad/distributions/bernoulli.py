@@ -79,6 +79,7 @@ class Bernoulli(Distribution):
             return bernoulli(self.probs.expand(shape))
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Bernoulli.log_prob", value, self._any())
         if self._validate_args:
             check_value("Bernoulli.log_prob", value, lambda v: (v == 0) | (v == 1), "Boolean()")

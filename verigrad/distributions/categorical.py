@@ -114,6 +114,7 @@ class Categorical(Distribution):
 
     def log_prob(self, value: Tensor) -> Tensor:
         """log P(value) for category indices `value` broadcast against batch_shape."""
+        self._validate_sample(value)
         if not isinstance(value, Tensor):
             raise TypeError(f"Categorical.log_prob: value must be a Tensor, got {type(value).__name__}")
         if self._validate_args:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..autograd import no_grad
 from ..shapes import Size
+from ..tensor import Tensor
 
 
 class Distribution:
@@ -30,6 +31,12 @@ class Distribution:
         self._event_shape = Size(event_shape)
         if validate_args is not None:
             self._validate_args = validate_args
+
+    def _validate_sample(self, value: Any) -> None:
+        """PyTorch's first check of a value given to log_prob or cdf while validating (its message names
+        log_prob for both): a number or a list raises ValueError."""
+        if self._validate_args and not isinstance(value, Tensor):
+            raise ValueError("The value argument to log_prob must be a Tensor")
 
     @property
     def batch_shape(self) -> Size:

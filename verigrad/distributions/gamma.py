@@ -145,6 +145,7 @@ class Dirichlet(Distribution):
             return (g / g.sum(-1, keepdim=True)).clamp(min=finfo(g.dtype).tiny, max=1 - finfo(g.dtype).eps)
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Dirichlet.log_prob", value, self.concentration)
         if self._validate_args:
             check_value(
@@ -210,6 +211,7 @@ class Beta(Distribution):
         return self._dirichlet.sample(sample_shape)[..., 0]
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Beta.log_prob", value, self.concentration1)
         if self._validate_args:
             check_value("Beta.log_prob", value, lambda v: (v >= 0) & (v <= 1), self.support)

@@ -75,6 +75,7 @@ class Independent(Distribution):
         return self.base_dist.rsample(sample_shape)
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         return sum_rightmost(self.base_dist.log_prob(value), self.reinterpreted_batch_ndims)
 
     def entropy(self) -> Tensor:

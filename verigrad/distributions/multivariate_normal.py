@@ -147,6 +147,7 @@ class MultivariateNormal(Distribution):
         return self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("MultivariateNormal.log_prob", value, self.loc)
         if self._validate_args:
             check_value("MultivariateNormal.log_prob", value, lambda v: ~v.isnan(), self.support)

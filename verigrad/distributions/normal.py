@@ -78,6 +78,7 @@ class Normal(Distribution):
             return self.rsample(sample_shape)
 
     def _check_value(self, value: Any, what: str) -> Tensor:
+        self._validate_sample(value)
         value = _as_tensor(value, self.loc, "value")
         if self._validate_args:
             with no_grad():

@@ -43,6 +43,7 @@ class OneHotCategorical(OfCategorical, Distribution):
         return self._one_hot(self._categorical.sample(sample_shape))
 
     def log_prob(self, value: Tensor) -> Tensor:
+        self._validate_sample(value)
         if self._validate_args:
             check_value(
                 "OneHotCategorical.log_prob", value,

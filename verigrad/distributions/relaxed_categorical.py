@@ -48,6 +48,7 @@ class ExpRelaxedCategorical(OfCategorical, Distribution):
         return scores - logsumexp(scores, dim=-1, keepdim=True)
 
     def log_prob(self, value: Tensor) -> Tensor:
+        self._validate_sample(value)
         k = self._categorical._num_events
         logits, value = broadcast_tensors(
             self.logits, as_value("ExpRelaxedCategorical.log_prob", value, self.logits)

@@ -57,6 +57,7 @@ class Uniform(Distribution):
         return self.low + u * (self.high - self.low)
 
     def _value(self, value: Any, what: str) -> Tensor:
+        self._validate_sample(value)
         value = as_value(f"Uniform.{what}", value, self.low)
         if self._validate_args:
             check_value(f"Uniform.{what}", value, lambda v: (v >= self.low) & (v < self.high), "Interval")
@@ -117,6 +118,7 @@ class Exponential(Distribution):
         return -(-u).log1p() / self.rate  # a standard exponential draw, -log(1 - u), scaled
 
     def _value(self, value: Any, what: str) -> Tensor:
+        self._validate_sample(value)
         value = as_value(f"Exponential.{what}", value, self.rate)
         if self._validate_args:
             check_value(f"Exponential.{what}", value, lambda v: v >= 0, self.support)
@@ -177,12 +179,14 @@ class Laplace(Distribution):
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Laplace.log_prob", value, self.loc)
         if self._validate_args:
             check_value("Laplace.log_prob", value, lambda v: ~v.isnan(), "Real()")
         return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
 
     def cdf(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Laplace.cdf", value, self.loc)
         return 0.5 - 0.5 * (value - self.loc).sign() * (-(value - self.loc).abs() / self.scale).expm1()
 
@@ -236,6 +240,7 @@ class Gumbel(Distribution):
         return self.loc + (-self.scale) * (-u.log()).log()
 
     def log_prob(self, value: Any) -> Tensor:
+        self._validate_sample(value)
         value = as_value("Gumbel.log_prob", value, self.loc)
         if self._validate_args:
             check_value("Gumbel.log_prob", value, lambda v: ~v.isnan(), "Real()")

@@ -68,6 +68,7 @@ class TransformedDistribution(Distribution):
             return x
 
     def log_prob(self, value: Tensor) -> Tensor:
+        self._validate_sample(value)
         event_dim = len(self.event_shape)
         log_prob: Any = 0.0
         y = value

@@ -88,6 +88,9 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
 def tensor_split(x: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
     """Views along `dim`: into n nearly equal parts (the first size % n one longer) for an int, or cut
     at the given indices for a sequence (NumPy's array_split)."""
+    given = indices_or_sections
+    if any(isinstance(i, bool) for i in (given if isinstance(given, list | tuple) else [given])):
+        raise TypeError(f"tensor_split: expected an int or int indices, got {given!r}")  # as PyTorch
     axis = normalize_axis(dim, x.ndim)
     size = concrete_size(x, axis, "tensor_split")
     if isinstance(indices_or_sections, Tensor):

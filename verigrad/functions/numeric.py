@@ -104,6 +104,8 @@ def _trapezoid_sides(
     trapezoidal rule along `dim`."""
     if x is not None and dx is not None:
         raise TypeError(f"{name}: give x or dx, not both")
+    if x is not None and not isinstance(x, Tensor):  # PyTorch's TypeError: a spacing goes in dx
+        raise TypeError(f"{name}: x must be a Tensor, got {type(x).__name__} (give a spacing as dx=)")
     _no_bool(name, y, x)
     axis = normalize_axis(dim, y.ndim)
     size = y.shape[axis]
@@ -111,8 +113,8 @@ def _trapezoid_sides(
         y.narrow(axis, 0, builtins.max(size - 1, 0)),
         y.narrow(axis, builtins.min(1, size), builtins.max(size - 1, 0)),
     )
-    if x is None or not isinstance(x, Tensor):
-        return left + right, None, 1 if x is None and dx is None else (dx if x is None else x), axis
+    if x is None:
+        return left + right, None, 1 if dx is None else dx, axis
     if x.ndim == 1:
         if x.shape[0] != size:
             raise ShapeError(f"{name}: x {describe(x)} must have {size} entries, as y's axis {dim}")

@@ -13,7 +13,7 @@ import numpy as np
 from .. import modes, versions
 from ..dtypes import bool_
 from ..errors import ShapeError
-from ..ops.creation import arange, from_numpy, full
+from ..ops.creation import arange, from_numpy
 from ..ops.index import take
 from ..ops.movement import concat, permute
 from ..ops.shaping import flip, getitem, unsqueeze
@@ -215,10 +215,12 @@ def unflatten(x: Tensor, dim: int, sizes: Sequence[Any]) -> Tensor:
 
 
 def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
-    """The tensors broadcast to their common shape."""
-    lifted = [t if isinstance(t, Tensor) else full((), t) for t in tensors]
-    shape = broadcast(*(t.shape for t in lifted))
-    return tuple(t if tuple(t.shape) == tuple(shape) else t.broadcast_to(shape) for t in lifted)
+    """The tensors broadcast to their common shape (a number is refused, as PyTorch's TypeError)."""
+    for k, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"broadcast_tensors: expected Tensor as element {k}, but got {type(t).__name__}")
+    shape = broadcast(*(t.shape for t in tensors))
+    return tuple(t if tuple(t.shape) == tuple(shape) else t.broadcast_to(shape) for t in tensors)
 
 
 def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:

@@ -49,6 +49,16 @@ def scaled_dot_product_attention(
             "scaled_dot_product_attention: attn_mask must be bool, f32 or the query's dtype "
             f"({query.dtype.name}), as PyTorch's; got {attn_mask.dtype.name}"
         )
+    if attn_mask is not None and attn_mask.ndim < 2 and query.ndim == 4 and not dropout_p:
+        raise IndexError(  # PyTorch's fused CPU path of a 4-D query reads the mask's dimension -2
+            f"scaled_dot_product_attention: a 4-D query needs an attn_mask of at least 2 dimensions "
+            f"(as PyTorch's), got {shape_text(attn_mask.shape)}"
+        )
+    if attn_mask is not None and attn_mask.dtype.name == "f32" and query.dtype.name in ("f16", "bf16"):
+        # PyTorch's: an f16 / bf16 query with an f32 mask, computed in f32 (as its kernel accumulates)
+        # and rounded to the query's dtype
+        args = (query.float(), key.float(), value.float(), attn_mask, dropout_p, is_causal, scale)
+        return scaled_dot_product_attention(*args, enable_gqa=enable_gqa).to(query.dtype)
     if enable_gqa:
         key, value = _repeat_heads(query, key, "key"), _repeat_heads(query, value, "value")
     length, size = query.shape[-2], key.shape[-2]
