@@ -234,12 +234,8 @@ class Tensor(_Slots):
     def requires_grad_(self, flag: bool = True) -> Tensor:
         """PyTorch's: a non-leaf can not be cut off its graph (flag False), an integer tensor not take a
         gradient (RuntimeError, as PyTorch's)."""
-        if self._node is not None:
-            if not flag:
-                raise RuntimeError(_LEAF_ONLY + _DETACH_HINT)
-            return self
-        _refuse_integer_grad(self, flag)
-        set_requires_grad(self, bool(flag))
+        if self._node is None or not flag:  # a non-leaf already requires grad
+            self._set_requires_grad(flag)
         return self
 
     def _set_requires_grad(self, flag: bool) -> None:

@@ -48,12 +48,20 @@ def _operands(name: str, names: tuple[str, ...], args: tuple, kwargs: dict, meth
         if keyword not in kwargs:
             raise TypeError(f"{name}(): missing required argument '{keyword}'")
         values.append(kwargs.pop(keyword))
+    refuse_non_tensors(name, names, values, len(args), method)
+    return (*values, *args[len(names) :])
+
+
+def refuse_non_tensors(
+    name: str, names: tuple[str, ...], values: list | tuple, positional: int, method: bool = False
+) -> None:
+    """PyTorch's TypeError for an operand that is not a tensor (a Python number): `values` by `names`,
+    the first `positional` of them given by position (a method's first is self, not counted)."""
     for i, (keyword, value) in enumerate(zip(names, values)):
         if not isinstance(value, Tensor):
-            where = f" (position {i + 1 - method})" if i < len(args) else ""
+            where = f" (position {i + 1 - method})" if i < positional else ""
             kind = type(value).__name__
             raise TypeError(f"{name}(): argument '{keyword}'{where} must be Tensor, not {kind}")
-    return (*values, *args[len(names) :])
 
 
 def checked(name: str, *, method: bool = False, shown: str | None = None) -> Callable[..., Any]:

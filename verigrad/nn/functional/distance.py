@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import functions, ops
+from ...functions.tensor_arguments import refuse_non_tensors
 from ...ops._op import floating_only
 from ...tensor import Tensor
 
@@ -15,25 +16,17 @@ def pairwise_distance(
 ) -> Tensor:
     """||x1 - x2 + eps||_p along the last dimension of the broadcast operands (PyTorch's: eps inside the
     norm)."""
-    _tensors("pairwise_distance", x1, x2)
+    refuse_non_tensors("pairwise_distance", ("x1", "x2"), (x1, x2), 2)
     return functions.norm(x1 - x2 + eps, p, dim=-1, keepdim=keepdim)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum((x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))) along `dim` of the broadcast operands
     (PyTorch's: each norm clamped to eps outside the graph, so the gradient is that of the norm)."""
-    _tensors("cosine_similarity", x1, x2)
+    refuse_non_tensors("cosine_similarity", ("x1", "x2"), (x1, x2), 2)
     x1, x2 = functions.broadcast_tensors(x1, x2)
     n1, n2 = (_clamped_norm(x, dim, eps) for x in (x1, x2))
     return ((x1 / n1) * (x2 / n2)).sum(dim)
-
-
-def _tensors(name: str, x1: object, x2: object) -> None:
-    """PyTorch's TypeError for an operand that is not a tensor (a Python number)."""
-    for k, x in enumerate((x1, x2), 1):
-        if not isinstance(x, Tensor):
-            kind = type(x).__name__
-            raise TypeError(f"{name}(): argument 'x{k}' (position {k}) must be Tensor, not {kind}")
 
 
 def _clamped_norm(x: Tensor, dim: int, eps: float) -> Tensor:
